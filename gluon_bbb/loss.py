@@ -1,0 +1,102 @@
+"""The Bayes-by-Backprop minibatch cost, the paper's Eq. (8), as a hybridizable Gluon loss."""
+import math
+
+from mxnet import gluon
+
+from ._math import LOG_SQRT_2PI
+from .priors import Prior
+
+__all__ = ["BBBLoss", "LIKELIHOODS"]
+
+#: Likelihoods P(D_i | w) that :class:`BBBLoss` supports.
+LIKELIHOODS = ("softmax", "gaussian")
+
+
+def _total(F, x):
+    """Sum of all elements of ``x`` as a shape (1,) array.
+
+    A dot product with a ones vector: in the mxnet 1.9.1 CPU wheel this is one BLAS call and
+    about 20x faster than ``F.sum`` on half a million float32 values.
+    """
+    flat = F.reshape(x, shape=(-1,))
+    return F.dot(flat, F.ones_like(flat))
+
+
+class BBBLoss(gluon.loss.Loss):
+    """Minibatch cost of Bayes by Backprop, Eq. (8) of Blundell et al. (2015).
+
+    F_i(D_i, theta) = kl_weight * (log q(w | theta) - log P(w)) - log P(D_i | w)
+
+    with w = mu + sigma * eps a single weight sample. The variational log density uses the
+    reparameterisation, log q(w | theta) = sum_j (-log sigma_j - eps_j^2 / 2 - log(2 pi) / 2),
+    which is exact and, unlike (w - mu)^2 / (2 sigma^2), keeps full precision and finite
+    gradients for tiny sigma.
+
+    Parameters
+    ----------
+    prior : Prior
+        :class:`~gluon_bbb.GaussianPrior` or :class:`~gluon_bbb.ScaleMixturePrior`.
+    likelihood : {'softmax', 'gaussian'}
+        'softmax': categorical likelihood on the logits ``pred`` (classification; ``label``
+        holds class indices). 'gaussian': N(label; pred, noise_sigma^2) (regression).
+    noise_sigma : float
+        Standard deviation of the Gaussian likelihood; ignored for 'softmax'.
+
+    Inputs
+    ------
+    pred : (batch_size, num_outputs)
+        Network output for the sampled weights.
+    label : (batch_size,) for 'softmax'; same shape as ``pred`` for 'gaussian'.
+    kl_weight : (1,)
+        The minibatch's weight pi_i of the complexity cost (1/M, or Eq. (9)).
+    weights, sigmas, epsilons : lists of K arrays
+        For each of the K weight tensors: the sample w, its posterior standard deviation
+        sigma = softplus(rho) and the standard normal noise eps with w = mu + sigma * eps.
+
+    Outputs
+    -------
+    cost : (1,)
+        kl_weight * complexity + nll, the quantity to minimise.
+    nll : (1,)
+        -log P(D_i | w), summed over the minibatch.
+    complexity : (1,)
+        log q(w | theta) - log P(w), unweighted, summed over all weights.
+    """
+
+    def __init__(self, prior, likelihood="softmax", noise_sigma=1.0, **kwargs):
+        super().__init__(weight=None, batch_axis=0, **kwargs)
+        if not isinstance(prior, Prior):
+            raise TypeError(f"prior must be a GaussianPrior or ScaleMixturePrior, got {prior!r}")
+        if likelihood not in LIKELIHOODS:
+            raise ValueError(f"unknown likelihood {likelihood!r}; expected one of {LIKELIHOODS}")
+        noise_sigma = float(noise_sigma)
+        if not (noise_sigma > 0 and math.isfinite(noise_sigma)):
+            raise ValueError(f"noise_sigma must be a positive finite number, got {noise_sigma!r}")
+        self.prior = prior
+        self.likelihood = likelihood
+        self.noise_sigma = noise_sigma
+
+    def negative_log_likelihood(self, F, pred, label):
+        """-log P(D_i | w) summed over the minibatch, shape (1,)."""
+        if self.likelihood == "softmax":
+            log_probs = F.log_softmax(pred, axis=-1)
+            return -F.sum(F.pick(log_probs, label, axis=-1), axis=0, keepdims=True).reshape((1,))
+        # broadcast_sub: see the note on elemwise_add in posterior.py.
+        residual = F.broadcast_sub(pred, F.reshape_like(label, pred)) * (1.0 / self.noise_sigma)
+        per_value = 0.5 * F.square(residual) + (math.log(self.noise_sigma) + LOG_SQRT_2PI)
+        return F.sum(per_value).reshape((1,))
+
+    def complexity(self, F, weights, sigmas, epsilons):
+        """log q(w | theta) - log P(w) summed over all weights, shape (1,)."""
+        log_q, log_prior = [], []
+        for w, sigma, eps in zip(weights, sigmas, epsilons):
+            flat_eps = F.reshape(eps, shape=(-1,))
+            log_q.append(_total(F, -F.log(sigma) - LOG_SQRT_2PI) - 0.5 * F.dot(flat_eps, flat_eps))
+            log_prior.append(_total(F, self.prior.log_prob(w, F)))
+        return F.add_n(*log_q) - F.add_n(*log_prior)
+
+    def hybrid_forward(self, F, pred, label, kl_weight, weights, sigmas, epsilons):
+        nll = self.negative_log_likelihood(F, pred, label)
+        complexity = self.complexity(F, weights, sigmas, epsilons)
+        cost = kl_weight * complexity + nll
+        return cost, nll, complexity

@@ -1,0 +1,237 @@
+"""The diagonal Gaussian variational posterior q(w | theta) over an ordinary Gluon network.
+
+Bayes by Backprop is a training method, not an architecture: the network stays a plain
+``gluon.nn.Sequential`` (or any Block). For each of its trainable parameters this module
+keeps a mean ``mu`` and a ``rho`` with sigma = softplus(rho), and :func:`assign_arrays` puts
+a sample (or the mean) into the network's parameters.
+"""
+import numpy as np
+import mxnet as mx
+from mxnet import gluon, nd
+
+from ._math import softplus
+
+__all__ = ["VariationalPosterior", "trainable_parameters", "assign_arrays", "GaussianNoise"]
+
+
+def trainable_parameters(net):
+    """The parameters of ``net`` that the posterior covers, in a fixed order.
+
+    Parameters with ``grad_req == 'null'`` (BatchNorm running statistics, frozen layers)
+    are left alone. Parameters that the posterior has taken over (grad_req set to 'null'
+    by :class:`VariationalPosterior`) are recognised by a marker and kept.
+
+    Returns
+    -------
+    list of (str, gluon.Parameter)
+    """
+    return [
+        (name, param)
+        for name, param in net.collect_params().items()
+        if param.grad_req != "null" or getattr(param, "_gluon_bbb_target", False)
+    ]
+
+
+def assign_arrays(params, arrays):
+    """Make ``param.data()`` return ``array`` itself (no copy) for each pair.
+
+    This is the only place where gluon_bbb writes a private MXNet attribute
+    (``Parameter._data``). ``Parameter.set_data`` would copy the values and cut the
+    autograd graph from (mu, rho) to the sample; handing the sampled array itself to the
+    network keeps that graph, so gradients of the loss reach mu and rho.
+    ``tests/test_posterior.py`` checks that MXNet still honours this.
+
+    Parameters
+    ----------
+    params : list of gluon.Parameter, each initialised on exactly one context
+    arrays : list of NDArray, same shapes
+    """
+    for param, array in zip(params, arrays):
+        data = param._data  # noqa: SLF001 -- see docstring
+        if data is None or len(data) != 1:
+            raise RuntimeError(
+                f"parameter {param.name} must be initialised on exactly one context "
+                f"before gluon_bbb can sample into it"
+            )
+        if array.shape != param.shape:
+            raise ValueError(f"shape {array.shape} does not fit parameter {param.name} {param.shape}")
+        data[0] = array
+
+
+class VariationalPosterior(gluon.HybridBlock):
+    """q(w | theta) = prod_j N(w_j; mu_j, softplus(rho_j)^2) over the trainable weights of a net.
+
+    Calling the block with one standard normal ``eps`` per weight tensor performs step 2 of
+    the algorithm in section 3.2 of the paper, w = mu + log(1 + exp(rho)) * eps, for all
+    tensors at once; hybridized, it runs as one cached graph.
+
+    Parameters
+    ----------
+    net : gluon.Block
+        An initialised network whose parameter shapes are known (run one forward pass
+        first if it uses deferred initialisation).
+    mu_init : 'net', float or mx.init.Initializer
+        'net' copies the network's current (initialised) values into mu; a float s draws
+        mu ~ N(0, s^2); an Initializer is applied to each mu tensor.
+    rho_init : float or (float, float)
+        A constant, or the bounds of a uniform distribution, for rho. The default -5 gives
+        sigma = softplus(-5) = 0.0067.
+
+    Inputs
+    ------
+    *epsilons : K arrays, the shapes of the K weight tensors
+
+    Outputs
+    -------
+    list of 2K arrays: the K samples w, then the K standard deviations sigma.
+    """
+
+    def __init__(self, net, mu_init="net", rho_init=-5.0, prefix="posterior_", **kwargs):
+        super().__init__(prefix=prefix, **kwargs)
+        named = trainable_parameters(net)
+        if not named:
+            raise ValueError("the network has no trainable parameters to put a posterior on")
+        for name, param in named:
+            if param.shape is None or any(int(d) <= 0 for d in param.shape):
+                raise ValueError(
+                    f"parameter {name} has unknown shape {param.shape}; initialise the network "
+                    f"and run one forward pass before building the posterior"
+                )
+        self.names = [name for name, _ in named]
+        self.targets = [param for _, param in named]
+        self.shapes = [tuple(param.shape) for param in self.targets]
+        self.num_weights = int(sum(np.prod(shape) for shape in self.shapes))
+        self.rho_init = rho_init
+        rho_initializer = _rho_initializer(rho_init)
+        self.mu_from_net = _mu_from_net(mu_init)
+        mu_initializer = mx.init.Zero() if self.mu_from_net else _mu_initializer(mu_init)
+        self.mus, self.rhos = [], []
+        with self.name_scope():
+            for i, shape in enumerate(self.shapes):
+                # setattr registers the parameters so hybrid_forward receives them by name.
+                setattr(self, f"mu{i}", self.params.get(f"mu{i}", shape=shape, init=mu_initializer))
+                setattr(self, f"rho{i}", self.params.get(f"rho{i}", shape=shape, init=rho_initializer))
+                self.mus.append(getattr(self, f"mu{i}"))
+                self.rhos.append(getattr(self, f"rho{i}"))
+        for param in self.targets:
+            # The network's own arrays are replaced by samples; gluon.Trainer must not see them.
+            param._gluon_bbb_target = True
+            param.grad_req = "null"
+
+    def initialize(self, init=None, ctx=None, verbose=False, force_reinit=False):
+        """Initialise mu and rho on ``ctx``; with mu_init='net', mu starts at the net's values."""
+        super().initialize(init=init or mx.init.Zero(), ctx=ctx, verbose=verbose, force_reinit=force_reinit)
+        if self.mu_from_net:
+            for mu, target in zip(self.mus, self.targets):
+                mu.set_data(target.data())
+
+    def hybrid_forward(self, F, *epsilons, **params):
+        weights, sigmas = [], []
+        for i, eps in enumerate(epsilons):
+            sigma = softplus(F, params[f"rho{i}"])
+            # broadcast_add, not "+": in mxnet 1.9.1 a hybridized elemwise_add can drop the
+            # gradient of an operand that is a block parameter (tests/test_trainer.py checks).
+            weights.append(F.broadcast_add(params[f"mu{i}"], sigma * eps))
+            sigmas.append(sigma)
+        return weights + sigmas
+
+    def means(self):
+        """Copies of the posterior means mu, one NDArray per weight tensor."""
+        return [mu.data().copy() for mu in self.mus]
+
+    def sigmas(self):
+        """sigma = softplus(rho), one NDArray per weight tensor."""
+        return [softplus(nd, rho.data()) for rho in self.rhos]
+
+    def set_mean(self):
+        """Put copies of the posterior means into the network's parameters."""
+        assign_arrays(self.targets, self.means())
+
+    def set_sample(self, epsilons):
+        """Put one sample w = mu + sigma * eps (outside autograd) into the network."""
+        outputs = self(*epsilons)
+        assign_arrays(self.targets, outputs[: len(self.targets)])
+
+
+def _mu_from_net(mu_init):
+    if isinstance(mu_init, str):
+        if mu_init != "net":
+            raise ValueError(f"mu_init must be 'net', a float or an mx.init.Initializer, got {mu_init!r}")
+        return True
+    return False
+
+
+def _mu_initializer(mu_init):
+    if isinstance(mu_init, mx.init.Initializer):
+        return mu_init
+    scale = float(mu_init)
+    if not scale > 0:
+        raise ValueError(f"mu_init as a normal scale must be positive, got {mu_init!r}")
+    return mx.init.Normal(scale)
+
+
+def _rho_initializer(rho_init):
+    if isinstance(rho_init, (tuple, list)):
+        low, high = (float(v) for v in rho_init)
+        if not low < high:
+            raise ValueError(f"rho_init bounds must satisfy low < high, got {rho_init!r}")
+        return _Uniform(low, high)
+    return mx.init.Constant(float(rho_init))
+
+
+class _Uniform(mx.init.Initializer):
+    """U(low, high); mx.init.Uniform only supports symmetric bounds."""
+
+    def __init__(self, low, high):
+        super().__init__(low=low, high=high)
+        self.low, self.high = low, high
+
+    def _init_weight(self, _, arr):
+        nd.random.uniform(self.low, self.high, out=arr)
+
+    _init_bias = _init_weight
+    _init_default = _init_weight
+
+
+class GaussianNoise:
+    """Standard normal eps for every weight tensor, drawn as one flat vector per call.
+
+    On the CPU the draws come from a seeded NumPy ``Generator`` (4x faster than
+    ``nd.random.normal`` in this mxnet wheel) and are copied once into an NDArray; each
+    tensor's eps is a view into it. On a GPU, ``nd.random.normal`` is used on the device.
+
+    Parameters
+    ----------
+    shapes : list of tuple
+    ctx : mx.Context
+    dtype : str
+    seed : int or None
+        Seeds the generator; None draws a seed from MXNet's generator, so
+        ``mx.random.seed`` makes runs reproducible.
+    """
+
+    def __init__(self, shapes, ctx, dtype="float32", seed=None):
+        self.shapes = [tuple(s) for s in shapes]
+        self.sizes = [int(np.prod(s)) for s in self.shapes]
+        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(int)
+        self.ctx, self.dtype = ctx, np.dtype(dtype)
+        if seed is None:
+            seed = int(nd.random.randint(0, 2**31 - 1, shape=(1,), ctx=mx.cpu()).asscalar())
+        self.generator = np.random.default_rng(seed)
+
+    def sample(self):
+        """Returns a list of NDArrays, one per shape, iid N(0, 1)."""
+        total = int(self.offsets[-1])
+        if self.ctx.device_type == "cpu":
+            values = self.generator.standard_normal(total, dtype=self.dtype)
+            flat = nd.array(values, ctx=self.ctx, dtype=self.dtype)
+        else:
+            flat = nd.random.normal(shape=(total,), ctx=self.ctx, dtype=self.dtype)
+        return [flat[a:b].reshape(s) for a, b, s in zip(self.offsets[:-1], self.offsets[1:], self.shapes)]
+
+    def get_state(self):
+        """JSON-serialisable generator state."""
+        return self.generator.bit_generator.state
+
+    def set_state(self, state):
+        self.generator.bit_generator.state = state

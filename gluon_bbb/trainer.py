@@ -1,0 +1,442 @@
+"""BBBTrainer: Bayes by Backprop for an ordinary Gluon network.
+
+The data path of one step, in :meth:`BBBTrainer.step`, reads top to bottom:
+sample eps -> w = mu + softplus(rho) * eps -> overwrite the net's parameters with w ->
+forward -> Eq. (8) cost -> backward -> update mu and rho.
+"""
+import logging
+import math
+import time
+import warnings
+
+import numpy as np
+import mxnet as mx
+from mxnet import autograd, gluon, nd
+from tqdm.auto import tqdm
+
+from .checkpoint import read_checkpoint, write_checkpoint
+from .context import resolve_context
+from .loss import BBBLoss
+from .posterior import GaussianNoise, VariationalPosterior, assign_arrays
+from .priors import prior_from_config
+from .weighting import kl_weights
+
+__all__ = ["BBBTrainer", "NonFiniteLossError"]
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINT_FORMAT = 1
+
+
+class NonFiniteLossError(FloatingPointError):
+    """Every step of an epoch had a non-finite cost: the data or the settings are broken."""
+
+
+class BBBTrainer:
+    """Trains the variational posterior of an ordinary Gluon network by Bayes by Backprop.
+
+    Parameters
+    ----------
+    net : gluon.Block
+        Any network, e.g. a ``gluon.nn.Sequential`` of Dense or Conv2D layers. It stays an
+        ordinary network: every step its trainable parameters are replaced by a sample.
+        Uninitialised networks are initialised on ``ctx``.
+    loss : BBBLoss
+    optimizer : str or mx.optimizer.Optimizer
+        Updates mu and rho, through a ``gluon.Trainer``.
+    optimizer_params : dict, optional
+        Default ``{'learning_rate': 1e-3}``.
+    num_samples : int, >= 1
+        Weight samples per step; the cost is averaged over them.
+    kl_weighting : {'uniform', 'blundell'}
+        pi_i = 1/M, or Eq. (9).
+    ctx : mx.Context or str
+    mu_init, rho_init
+        See :class:`~gluon_bbb.posterior.VariationalPosterior`.
+    seed : int, optional
+        Seeds the noise eps; by default it is drawn from MXNet's generator.
+    hybridize : bool
+        Hybridize the network (if it is a HybridBlock), the posterior and the loss.
+
+    Attributes
+    ----------
+    history : list of dict
+        One entry per epoch: 'epoch', 'loss' (sum over the epoch of Eq. 8), 'nll' and
+        'complexity' (its two parts, loss = nll + complexity), 'train_error' (of the sampled
+        networks during training), 'test_error' (posterior mean, if eval_data was given),
+        'skipped_steps', 'seconds'.
+    epoch : int
+        Number of completed epochs.
+    """
+
+    def __init__(self, net, loss, optimizer="adam", optimizer_params=None, num_samples=1,
+                 kl_weighting="uniform", ctx=None, mu_init="net", rho_init=-5.0, seed=None,
+                 hybridize=True):
+        if not isinstance(net, gluon.Block):
+            raise TypeError(f"net must be a gluon Block, got {type(net).__name__}")
+        if not isinstance(loss, BBBLoss):
+            raise TypeError(f"loss must be a gluon_bbb.BBBLoss, got {type(loss).__name__}")
+        if isinstance(num_samples, bool) or not isinstance(num_samples, (int, np.integer)) or num_samples < 1:
+            raise ValueError(f"num_samples must be an integer >= 1, got {num_samples!r}")
+        kl_weights(kl_weighting, 1)  # validates the scheme name
+        self.net, self.loss = net, loss
+        self.ctx = resolve_context(ctx)
+        self.optimizer = optimizer
+        self.optimizer_params = dict(optimizer_params or {"learning_rate": 1e-3})
+        self.num_samples = int(num_samples)
+        self.kl_weighting = kl_weighting
+        self.mu_init, self.rho_init, self.seed = mu_init, rho_init, seed
+        self.hybridize = hybridize
+        self.posterior = None
+        self.history = []
+        self.epoch = 0
+        self.num_outputs = None
+        self._setup_without_data()
+
+    # ------------------------------------------------------------------ setup
+    def _setup_without_data(self):
+        params = self.net.collect_params()
+        if any(p._deferred_init or p._data is None for p in params.values()):  # noqa: SLF001
+            return  # shapes unknown until the first batch
+        self._build()
+
+    def _ensure_setup(self, data):
+        if self.posterior is not None:
+            return
+        params = self.net.collect_params()
+        if any(p._data is None and not p._deferred_init for p in params.values()):  # noqa: SLF001
+            self.net.initialize(ctx=self.ctx)
+        self._forward_checked(data)  # finishes deferred initialisation
+        self._build()
+
+    def _build(self):
+        params = self.net.collect_params()
+        if any(self.ctx not in p.list_ctx() for p in params.values()):
+            params.reset_ctx(self.ctx)
+        self.posterior = VariationalPosterior(self.net, mu_init=self.mu_init, rho_init=self.rho_init)
+        self.posterior.initialize(ctx=self.ctx)
+        if self.hybridize:
+            self.posterior.hybridize()
+            self.loss.hybridize()
+            if isinstance(self.net, gluon.HybridBlock):
+                self.net.hybridize()
+        self.variational_params = list(self.posterior.collect_params().values())
+        self.trainer = gluon.Trainer(self.posterior.collect_params(), self.optimizer, self.optimizer_params)
+        self.noise = GaussianNoise(self.posterior.shapes, self.ctx, seed=self.seed)
+        self._zeros = [nd.zeros(p.shape, ctx=self.ctx) for p in self.variational_params]
+        self.set_mean()
+
+    def _forward_checked(self, data):
+        """net(data), turning MXNet's shape errors into a ValueError that names the input."""
+        try:
+            return self.net(data)
+        except mx.base.MXNetError as error:
+            first_line = str(error).strip().splitlines()[0]
+            raise ValueError(
+                f"input of shape {tuple(data.shape)} does not fit the network: {first_line}"
+            ) from None
+
+    def _check_labels(self, data, label):
+        """One synchronising check on a batch: finite, in-range labels of the right length."""
+        if label.shape[0] != data.shape[0]:
+            raise ValueError(f"{data.shape[0]} inputs but {label.shape[0]} labels in a batch")
+        if self.loss.likelihood != "softmax":
+            return
+        pred = self._forward_checked(data)
+        self.num_outputs = pred.shape[-1]
+        values = label.asnumpy()
+        bad = (values < 0) | (values >= self.num_outputs) | (values != np.round(values))
+        if bad.any():
+            raise ValueError(
+                f"labels must be class indices in [0, {self.num_outputs}) for a network with "
+                f"{self.num_outputs} outputs; got {values[bad][:5].tolist()}"
+            )
+
+    # ------------------------------------------------------------------ training
+    def step(self, data, label, kl_weight):
+        """One Bayes-by-Backprop update on a minibatch (section 3.2 of the paper).
+
+        Parameters
+        ----------
+        data : NDArray, (batch_size, ...) the network's input
+        label : NDArray, (batch_size,) class indices, or targets for regression
+        kl_weight : float or NDArray of shape (1,)
+            pi_i, the weight of the complexity cost for this minibatch.
+
+        Returns
+        -------
+        cost, nll, complexity : NDArray, shape (1,) each, averaged over the weight samples
+        pred : NDArray, the network output for the last weight sample
+        """
+        self._ensure_setup(data)
+        if not isinstance(kl_weight, nd.NDArray):
+            kl_weight = nd.array([kl_weight], ctx=self.ctx)
+        num_tensors = len(self.posterior.targets)
+        costs, nlls, complexities = [], [], []
+        with autograd.record():
+            for _ in range(self.num_samples):
+                epsilons = self.noise.sample()                         # 1. eps ~ N(0, I)
+                outputs = self.posterior(*epsilons)                    # 2. w = mu + softplus(rho) * eps
+                weights, sigmas = outputs[:num_tensors], outputs[num_tensors:]
+                assign_arrays(self.posterior.targets, weights)        # 3. the net now computes with w
+                pred = self.net(data)                                  # 4. forward
+                cost, nll, complexity = self.loss(                     # 5. Eq. (8)
+                    pred, label, kl_weight, weights, sigmas, epsilons)
+                costs.append(cost)
+                nlls.append(nll)
+                complexities.append(complexity)
+            cost = _mean(costs)
+        cost.backward()                                                # 6. d cost / d(mu, rho)
+        finite = self._discard_non_finite_gradients(cost)
+        self.trainer.step(1)                                           # 7. update mu and rho
+        return cost, _mean(nlls), _mean(complexities), pred, finite
+
+    def _discard_non_finite_gradients(self, cost):
+        """Zero the gradients, on the device and without a host sync, if the cost is not finite.
+
+        mu and rho therefore never receive NaN or inf. Returns the (1,) finite flag.
+        """
+        finite = nd.contrib.isfinite(cost)
+        for param, zeros in zip(self.variational_params, self._zeros):
+            grad = param.grad()
+            condition = nd.broadcast_to(finite, shape=(grad.shape[0],))
+            nd.where(condition, grad, zeros, out=grad)
+        return finite
+
+    def fit(self, train_data, num_epochs, eval_data=None, checkpoint_path=None, progress=True):
+        """Train until ``num_epochs`` epochs are complete (continuing from ``self.epoch``).
+
+        Parameters
+        ----------
+        train_data : iterable of (data, label) NDArray batches with ``len()``
+            For example a :class:`gluon_bbb.data.ArrayLoader` or a gluon DataLoader.
+        num_epochs : int
+            Total number of epochs; a resumed trainer runs only the missing ones.
+        eval_data : iterable of batches, optional
+            Test error of the posterior-mean network after every epoch.
+        checkpoint_path : str, optional
+            Written atomically after every epoch.
+        progress : bool
+            Show a tqdm progress bar.
+
+        Returns
+        -------
+        list of dict, the history (also in ``self.history``).
+        """
+        num_batches = len(train_data)
+        if num_batches < 1:
+            raise ValueError("train_data yields no batches")
+        pis = nd.array(kl_weights(self.kl_weighting, num_batches), ctx=self.ctx)
+        checked = False
+        for epoch in range(self.epoch, int(num_epochs)):
+            start = time.time()
+            sums = nd.zeros((3,), ctx=self.ctx)       # cost, nll, weighted complexity
+            mistakes = nd.zeros((1,), ctx=self.ctx)
+            skipped = nd.zeros((1,), ctx=self.ctx)
+            bad_labels = nd.zeros((1,), ctx=self.ctx)
+            num_examples = 0
+            batches = tqdm(train_data, total=num_batches, disable=not progress, leave=False,
+                           desc=f"epoch {epoch + 1}/{num_epochs}")
+            for i, (data, label) in enumerate(batches):
+                data, label = data.as_in_context(self.ctx), label.as_in_context(self.ctx)
+                if not checked:
+                    self._ensure_setup(data)
+                    self._check_labels(data, label)
+                    checked = True
+                pi = pis[min(i, num_batches - 1):min(i, num_batches - 1) + 1]
+                cost, nll, complexity, pred, finite = self.step(data, label, pi)
+                sums += nd.concat(cost, nll, pi * complexity, dim=0)
+                skipped += 1 - finite
+                num_examples += data.shape[0]
+                if self.loss.likelihood == "softmax":
+                    mistakes += nd.sum(nd.argmax(pred, axis=-1) != label)
+                    bad_labels += nd.sum((label < 0) + (label >= self.num_outputs))
+            totals = nd.concat(sums, mistakes, skipped, bad_labels, dim=0).asnumpy()  # one sync
+            self._finish_epoch_checks(totals, i + 1)
+            record = {
+                "epoch": epoch + 1,
+                "loss": float(totals[0]),
+                "nll": float(totals[1]),
+                "complexity": float(totals[2]),
+                "skipped_steps": int(totals[4]),
+                "seconds": time.time() - start,
+            }
+            if self.loss.likelihood == "softmax":
+                record["train_error"] = float(totals[3]) / num_examples
+            self.set_mean()
+            if eval_data is not None and self.loss.likelihood == "softmax":
+                record["test_error"] = self.evaluate(eval_data)
+            self.history.append(record)
+            self.epoch = epoch + 1
+            if checkpoint_path is not None:
+                self.save(checkpoint_path)
+            logger.info("epoch %d: %s", self.epoch, record)
+        self.set_mean()
+        return self.history
+
+    def _finish_epoch_checks(self, totals, num_steps):
+        skipped, bad_labels = int(totals[4]), int(totals[5])
+        if bad_labels:
+            raise ValueError(
+                f"{bad_labels} labels in this epoch were outside [0, {self.num_outputs}); "
+                f"the epoch was not recorded (the last checkpoint, if any, is intact)"
+            )
+        if skipped == num_steps:
+            raise NonFiniteLossError(
+                f"every one of the {num_steps} steps of epoch {self.epoch + 1} had a non-finite "
+                "cost; check the inputs for NaN/inf and lower the learning rate"
+            )
+        if skipped:
+            warnings.warn(
+                f"{skipped} of {num_steps} steps in epoch {self.epoch + 1} had a non-finite cost; "
+                "their gradients were discarded", RuntimeWarning, stacklevel=3)
+
+    # ------------------------------------------------------------------ prediction
+    def set_mean(self):
+        """Put the posterior means mu into the network: it becomes a deterministic net.
+
+        After this, ``trainer.net`` is an ordinary network holding copies of mu, so
+        ``trainer.net.save_parameters(path)`` writes a plain Gluon parameter file.
+        """
+        if self.posterior is not None:
+            self.posterior.set_mean()
+
+    def predict_proba(self, data, num_samples=0):
+        """Class probabilities for one batch of inputs.
+
+        Parameters
+        ----------
+        data : NDArray, (batch_size, ...)
+        num_samples : int
+            0: the posterior-mean network. n >= 1: the average of the softmax outputs of n
+            sampled networks (a Monte Carlo estimate of the predictive distribution).
+
+        Returns
+        -------
+        NDArray, (batch_size, num_classes)
+        """
+        return self._predict_batches([data.as_in_context(self.ctx)], num_samples)[0]
+
+    def _predict_batches(self, batches, num_samples):
+        if isinstance(num_samples, bool) or not isinstance(num_samples, (int, np.integer)) or num_samples < 0:
+            raise ValueError(f"num_samples must be an integer >= 0, got {num_samples!r}")
+        self._ensure_setup(batches[0])
+        if num_samples == 0:
+            self.set_mean()
+            return [nd.softmax(self._forward_checked(x), axis=-1) for x in batches]
+        sums = [None] * len(batches)
+        for _ in range(num_samples):  # one weight sample serves every batch
+            self.posterior.set_sample(self.noise.sample())
+            for j, x in enumerate(batches):
+                probs = nd.softmax(self._forward_checked(x), axis=-1)
+                sums[j] = probs if sums[j] is None else sums[j] + probs
+        self.set_mean()
+        return [s / num_samples for s in sums]
+
+    def evaluate(self, data, num_samples=0):
+        """Classification error rate on a data set.
+
+        Parameters
+        ----------
+        data : iterable of (data, label) batches
+        num_samples : int
+            0 for the posterior-mean network, n for the average of n sampled networks.
+
+        Returns
+        -------
+        float, the fraction of misclassified examples.
+        """
+        inputs, labels = [], []
+        for x, y in data:
+            inputs.append(x.as_in_context(self.ctx))
+            labels.append(y.as_in_context(self.ctx))
+        if not inputs:
+            raise ValueError("evaluate got an empty data set")
+        probabilities = self._predict_batches(inputs, num_samples)
+        mistakes = nd.add_n(*[nd.sum(nd.argmax(p, axis=-1) != y) for p, y in zip(probabilities, labels)])
+        count = sum(y.shape[0] for y in labels)
+        return float(mistakes.asscalar()) / count
+
+    # ------------------------------------------------------------------ checkpoints
+    def save(self, path):
+        """Atomically write mu, rho, the optimizer state, the settings and the history."""
+        if self.posterior is None:
+            raise RuntimeError("nothing to save: the trainer has not seen any data yet")
+        arrays = {p.name[len(self.posterior.prefix):]: p.data() for p in self.variational_params}
+        for name, param in self.net.collect_params().items():
+            if param.grad_req == "null" and not getattr(param, "_gluon_bbb_target", False):
+                arrays["net:" + name] = param.data()  # e.g. BatchNorm running statistics
+        metadata = {
+            "format": CHECKPOINT_FORMAT,
+            "epoch": self.epoch,
+            "history": self.history,
+            "prior": self.loss.prior.config(),
+            "likelihood": self.loss.likelihood,
+            "noise_sigma": self.loss.noise_sigma,
+            "num_samples": self.num_samples,
+            "kl_weighting": self.kl_weighting,
+            "optimizer_params": {k: v for k, v in self.optimizer_params.items()
+                                 if isinstance(v, (int, float, str, bool))},
+            "parameter_names": self.posterior.names,
+            "shapes": [list(s) for s in self.posterior.shapes],
+            "noise_state": self.noise.get_state(),
+        }
+        write_checkpoint(path, arrays, metadata, _optimizer_states(self.trainer))
+
+    def load(self, path):
+        """Restore a checkpoint written by :meth:`save` into this trainer.
+
+        The network must have the same architecture; its shapes must be known (initialise it
+        and run one forward pass, or build the trainer from a net with known shapes).
+        """
+        arrays, metadata, states = read_checkpoint(path)
+        if self.posterior is None:
+            raise RuntimeError(
+                "the network's parameter shapes are unknown: run one forward pass through it "
+                "before BBBTrainer(...) and load()"
+            )
+        shapes = [tuple(s) for s in metadata["shapes"]]
+        if shapes != self.posterior.shapes:
+            raise ValueError(f"checkpoint {path} has parameter shapes {shapes}, the network {self.posterior.shapes}")
+        for param in self.variational_params:
+            param.set_data(arrays[param.name[len(self.posterior.prefix):]])
+        for name, param in self.net.collect_params().items():
+            if "net:" + name in arrays:
+                param.set_data(arrays["net:" + name])
+        prior = prior_from_config(metadata["prior"])
+        if prior != self.loss.prior:
+            logger.warning("replacing the loss's prior %r by the checkpoint's %r", self.loss.prior, prior)
+            self.loss.prior = prior
+            if self.hybridize:
+                self.loss.hybridize()  # drops the cached graph built with the old prior
+        if states is not None:
+            _load_optimizer_states(self.trainer, states)
+        self.noise.set_state(metadata["noise_state"])
+        self.epoch = int(metadata["epoch"])
+        self.history = list(metadata["history"])
+        self.set_mean()
+        return metadata
+
+
+def _mean(arrays):
+    return arrays[0] if len(arrays) == 1 else nd.add_n(*arrays) / len(arrays)
+
+
+def _optimizer_states(trainer):
+    import os
+    import tempfile
+    with tempfile.TemporaryDirectory() as folder:
+        file_name = os.path.join(folder, "states")
+        trainer.save_states(file_name)
+        with open(file_name, "rb") as handle:
+            return handle.read()
+
+
+def _load_optimizer_states(trainer, payload):
+    import os
+    import tempfile
+    with tempfile.TemporaryDirectory() as folder:
+        file_name = os.path.join(folder, "states")
+        with open(file_name, "wb") as handle:
+            handle.write(payload)
+        trainer.load_states(file_name)

@@ -1,0 +1,24 @@
+"""Install gluon_bbb: ``pip install -e ".[test]"``."""
+from setuptools import find_packages, setup
+
+setup(
+    name="gluon_bbb",
+    version="0.1.0",
+    description="Bayes by Backprop (Blundell et al. 2015) for MXNet Gluon",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    packages=find_packages(include=["gluon_bbb", "gluon_bbb.*"]),
+    python_requires=">=3.7",
+    install_requires=[
+        "mxnet==1.9.1",
+        # mxnet 1.9.1 uses np.bool, which numpy 1.24 removed.
+        "numpy>=1.17,<1.24",
+        "matplotlib>=3.3",
+        "seaborn>=0.11",
+        "tqdm>=4.40",
+    ],
+    extras_require={
+        "test": ["pytest>=7", "nbclient>=0.7", "nbformat>=5", "ipykernel>=6"],
+    },
+    entry_points={"console_scripts": ["gluon-bbb=gluon_bbb.cli:main"]},
+)
