@@ -101,6 +101,10 @@ class VariationalPosterior(gluon.HybridBlock):
         self.targets = [param for _, param in named]
         self.shapes = [tuple(param.shape) for param in self.targets]
         self.num_weights = int(sum(np.prod(shape) for shape in self.shapes))
+        dtypes = {np.dtype(param.dtype).name for param in self.targets}
+        if len(dtypes) != 1:
+            raise ValueError(f"all trainable parameters must share one dtype, got {sorted(dtypes)}")
+        self.dtype = dtypes.pop()
         self.rho_init = rho_init
         rho_initializer = _rho_initializer(rho_init)
         self.mu_from_net = _mu_from_net(mu_init)
@@ -109,8 +113,10 @@ class VariationalPosterior(gluon.HybridBlock):
         with self.name_scope():
             for i, shape in enumerate(self.shapes):
                 # setattr registers the parameters so hybrid_forward receives them by name.
-                setattr(self, f"mu{i}", self.params.get(f"mu{i}", shape=shape, init=mu_initializer))
-                setattr(self, f"rho{i}", self.params.get(f"rho{i}", shape=shape, init=rho_initializer))
+                setattr(self, f"mu{i}", self.params.get(
+                    f"mu{i}", shape=shape, dtype=self.dtype, init=mu_initializer))
+                setattr(self, f"rho{i}", self.params.get(
+                    f"rho{i}", shape=shape, dtype=self.dtype, init=rho_initializer))
                 self.mus.append(getattr(self, f"mu{i}"))
                 self.rhos.append(getattr(self, f"rho{i}"))
         for param in self.targets:

@@ -122,8 +122,8 @@ class BBBTrainer:
                 self.net.hybridize()
         self.variational_params = list(self.posterior.collect_params().values())
         self.trainer = gluon.Trainer(self.posterior.collect_params(), self.optimizer, self.optimizer_params)
-        self.noise = GaussianNoise(self.posterior.shapes, self.ctx, seed=self.seed)
-        self._zeros = [nd.zeros(p.shape, ctx=self.ctx) for p in self.variational_params]
+        self.noise = GaussianNoise(self.posterior.shapes, self.ctx, dtype=self.posterior.dtype, seed=self.seed)
+        self._zeros = [nd.zeros(p.shape, ctx=self.ctx, dtype=p.dtype) for p in self.variational_params]
         self.set_mean()
 
     def _forward_checked(self, data):
@@ -170,7 +170,7 @@ class BBBTrainer:
         """
         self._ensure_setup(data)
         if not isinstance(kl_weight, nd.NDArray):
-            kl_weight = nd.array([kl_weight], ctx=self.ctx)
+            kl_weight = nd.array([kl_weight], ctx=self.ctx, dtype=self.posterior.dtype)
         num_tensors = len(self.posterior.targets)
         costs, nlls, complexities = [], [], []
         with autograd.record():
@@ -226,32 +226,35 @@ class BBBTrainer:
         num_batches = len(train_data)
         if num_batches < 1:
             raise ValueError("train_data yields no batches")
-        pis = nd.array(kl_weights(self.kl_weighting, num_batches), ctx=self.ctx)
-        checked = False
+        first_data, first_label = next(iter(train_data))
+        first_data = first_data.as_in_context(self.ctx)
+        if self.posterior is not None:
+            first_data = first_data.astype(self.posterior.dtype, copy=False)
+        self._ensure_setup(first_data)
+        self._check_labels(first_data, first_label.as_in_context(self.ctx))
+        dtype = self.posterior.dtype
+        pis = nd.array(kl_weights(self.kl_weighting, num_batches), ctx=self.ctx, dtype=dtype)
         for epoch in range(self.epoch, int(num_epochs)):
             start = time.time()
-            sums = nd.zeros((3,), ctx=self.ctx)       # cost, nll, weighted complexity
-            mistakes = nd.zeros((1,), ctx=self.ctx)
-            skipped = nd.zeros((1,), ctx=self.ctx)
-            bad_labels = nd.zeros((1,), ctx=self.ctx)
+            sums = nd.zeros((3,), ctx=self.ctx, dtype=dtype)  # cost, nll, weighted complexity
+            counts = nd.zeros((3,), ctx=self.ctx, dtype=dtype)  # mistakes, skipped steps, bad labels
             num_examples = 0
             batches = tqdm(train_data, total=num_batches, disable=not progress, leave=False,
                            desc=f"epoch {epoch + 1}/{num_epochs}")
             for i, (data, label) in enumerate(batches):
-                data, label = data.as_in_context(self.ctx), label.as_in_context(self.ctx)
-                if not checked:
-                    self._ensure_setup(data)
-                    self._check_labels(data, label)
-                    checked = True
+                data = data.as_in_context(self.ctx).astype(dtype, copy=False)
+                label = label.as_in_context(self.ctx).astype(dtype, copy=False)
                 pi = pis[min(i, num_batches - 1):min(i, num_batches - 1) + 1]
                 cost, nll, complexity, pred, finite = self.step(data, label, pi)
                 sums += nd.concat(cost, nll, pi * complexity, dim=0)
-                skipped += 1 - finite
                 num_examples += data.shape[0]
                 if self.loss.likelihood == "softmax":
-                    mistakes += nd.sum(nd.argmax(pred, axis=-1) != label)
-                    bad_labels += nd.sum((label < 0) + (label >= self.num_outputs))
-            totals = nd.concat(sums, mistakes, skipped, bad_labels, dim=0).asnumpy()  # one sync
+                    mistakes = nd.sum(nd.argmax(pred, axis=-1) != label)
+                    bad_labels = nd.sum((label < 0) + (label >= self.num_outputs))
+                    counts += nd.concat(mistakes.astype(dtype), 1 - finite, bad_labels.astype(dtype), dim=0)
+                else:
+                    counts[1:2] += 1 - finite
+            totals = nd.concat(sums, counts, dim=0).asnumpy()  # the epoch's one host sync
             self._finish_epoch_checks(totals, i + 1)
             record = {
                 "epoch": epoch + 1,

@@ -1,0 +1,169 @@
+"""BBBLoss against a float64 NumPy Eq. (8), and gradients against finite differences."""
+import math
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import autograd, gluon, nd
+
+from gluon_bbb import BBBLoss, GaussianPrior, ScaleMixturePrior, kl_weights
+from gluon_bbb.posterior import VariationalPosterior, assign_arrays
+
+import reference as ref
+
+PRIORS = [GaussianPrior(0.5), ScaleMixturePrior(0.25, math.exp(-1), math.exp(-6))]
+
+
+def tiny_problem(dtype="float64", seed=0, hybridize=False, likelihood="softmax"):
+    """A 3-5-4 MLP, its posterior with random mu and rho, fixed eps, and one batch."""
+    rng = np.random.default_rng(seed)
+    mx.random.seed(seed)
+    net = gluon.nn.HybridSequential()
+    net.add(gluon.nn.Dense(5, activation="relu", in_units=3, dtype=dtype), gluon.nn.Dense(4, in_units=5, dtype=dtype))
+    net.initialize()
+    posterior = VariationalPosterior(net, mu_init=0.5, rho_init=(-4.0, -1.0))
+    posterior.initialize()
+    if hybridize:
+        net.hybridize()
+        posterior.hybridize()
+    epsilons = [nd.array(rng.standard_normal(s), dtype=dtype) for s in posterior.shapes]
+    x = nd.array(rng.standard_normal((6, 3)), dtype=dtype)
+    if likelihood == "softmax":
+        y = nd.array(rng.integers(0, 4, size=6), dtype=dtype)
+    else:
+        y = nd.array(rng.standard_normal((6, 4)), dtype=dtype)
+    return net, posterior, epsilons, x, y
+
+
+def bbb_cost(net, posterior, loss, epsilons, x, y, kl_weight):
+    outputs = posterior(*epsilons)
+    k = len(epsilons)
+    weights, sigmas = outputs[:k], outputs[k:]
+    assign_arrays(posterior.targets, weights)
+    kl = nd.array([kl_weight], dtype=x.dtype)
+    return loss(net(x), y, kl, weights, sigmas, epsilons)
+
+
+def numpy_eq8(posterior, epsilons, x, y, prior, kl_weight, likelihood="softmax", noise_sigma=1.0):
+    mus = [m.data().asnumpy().astype(np.float64) for m in posterior.mus]
+    rhos = [r.data().asnumpy().astype(np.float64) for r in posterior.rhos]
+    eps = [e.asnumpy().astype(np.float64) for e in epsilons]
+    ws = [m + ref.softplus(r) * e for m, r, e in zip(mus, rhos, eps)]
+    log_q = sum(ref.log_q(m, r, e).sum() for m, r, e in zip(mus, rhos, eps))
+    if isinstance(prior, GaussianPrior):
+        log_p = sum(ref.log_gaussian_prior(w, prior.sigma).sum() for w in ws)
+    else:
+        log_p = sum(ref.log_scale_mixture_prior(w, prior.pi, prior.sigma1, prior.sigma2).sum() for w in ws)
+    out = ref.mlp_forward(x.asnumpy().astype(np.float64), list(zip(ws[0::2], ws[1::2])))
+    labels = y.asnumpy().astype(np.float64)
+    if likelihood == "softmax":
+        nll = ref.softmax_nll(out, labels)
+    else:
+        nll = -ref.log_normal(labels - out, noise_sigma).sum()
+    return kl_weight * (log_q - log_p) + nll, nll, log_q - log_p
+
+
+@pytest.mark.parametrize("prior", PRIORS, ids=["gaussian", "mixture"])
+@pytest.mark.parametrize("likelihood", ["softmax", "gaussian"])
+def test_loss_matches_numpy_eq8(prior, likelihood):
+    net, posterior, epsilons, x, y = tiny_problem(likelihood=likelihood)
+    loss = BBBLoss(prior, likelihood=likelihood, noise_sigma=0.7)
+    cost, nll, complexity = bbb_cost(net, posterior, loss, epsilons, x, y, kl_weight=0.1)
+    expected = numpy_eq8(posterior, epsilons, x, y, prior, 0.1, likelihood, noise_sigma=0.7)
+    np.testing.assert_allclose([cost.asscalar(), nll.asscalar(), complexity.asscalar()], expected, rtol=1e-7)
+
+
+def test_loss_float32_matches_numpy_eq8():
+    net, posterior, epsilons, x, y = tiny_problem(dtype="float32")
+    prior = PRIORS[1]
+    cost, nll, complexity = bbb_cost(net, posterior, BBBLoss(prior), epsilons, x, y, kl_weight=0.3)
+    expected = numpy_eq8(posterior, epsilons, x, y, prior, 0.3)
+    np.testing.assert_allclose([cost.asscalar(), nll.asscalar(), complexity.asscalar()], expected, rtol=2e-5)
+
+
+@pytest.mark.parametrize("prior", PRIORS, ids=["gaussian", "mixture"])
+@pytest.mark.parametrize("hybridize", [False, True])
+def test_gradients_match_central_finite_differences(prior, hybridize):
+    net, posterior, epsilons, x, y = tiny_problem(hybridize=hybridize)
+    loss = BBBLoss(prior)
+    if hybridize:
+        loss.hybridize()
+    with autograd.record():
+        cost = bbb_cost(net, posterior, loss, epsilons, x, y, kl_weight=0.2)[0]
+    cost.backward()
+    step = 1e-6
+    rng = np.random.default_rng(1)
+    for param in posterior.mus + posterior.rhos:
+        analytic = param.grad().asnumpy()
+        values = param.data().asnumpy()
+        flat_indices = rng.choice(values.size, size=min(4, values.size), replace=False)
+        for flat in flat_indices:
+            index = np.unravel_index(flat, values.shape)
+            shifted = []
+            for sign in (1, -1):
+                perturbed = values.copy()
+                perturbed[index] += sign * step
+                param.set_data(nd.array(perturbed, dtype="float64"))
+                shifted.append(bbb_cost(net, posterior, loss, epsilons, x, y, kl_weight=0.2)[0].asscalar())
+            param.set_data(nd.array(values, dtype="float64"))
+            numeric = (shifted[0] - shifted[1]) / (2 * step)
+            np.testing.assert_allclose(analytic[index], numeric, rtol=1e-6, atol=1e-9,
+                                       err_msg=f"{param.name}{index}")
+
+
+@pytest.mark.parametrize("prior", PRIORS, ids=["gaussian", "mixture"])
+def test_hybridized_matches_imperative(prior):
+    results = []
+    for hybridize in (False, True):
+        net, posterior, epsilons, x, y = tiny_problem(dtype="float32", hybridize=hybridize)
+        loss = BBBLoss(prior)
+        if hybridize:
+            loss.hybridize()
+        with autograd.record():
+            cost = bbb_cost(net, posterior, loss, epsilons, x, y, kl_weight=0.5)[0]
+        cost.backward()
+        results.append((cost.asscalar(), [p.grad().asnumpy() for p in posterior.mus + posterior.rhos]))
+    (cost_a, grads_a), (cost_b, grads_b) = results
+    np.testing.assert_allclose(cost_a, cost_b, rtol=1e-6)
+    for a, b in zip(grads_a, grads_b):
+        assert np.abs(a).max() > 0
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_log_q_gradient_is_finite_for_tiny_sigma():
+    """The reparameterised log q keeps finite gradients where (w - mu)^2 / 2 sigma^2 would not."""
+    rho = nd.array([-40.0, -30.0, -20.0])
+    rho.attach_grad()
+    eps = nd.array([0.3, -1.2, 2.0])
+    prior = GaussianPrior(1.0)
+    loss = BBBLoss(prior)
+    with autograd.record():
+        from gluon_bbb._math import softplus
+        sigma = softplus(nd, rho)
+        w = nd.zeros(3) + sigma * eps
+        complexity = loss.complexity(nd, [w], [sigma], [eps])
+    complexity.backward()
+    assert np.all(np.isfinite(rho.grad.asnumpy()))
+    np.testing.assert_allclose(rho.grad.asnumpy(), -1.0, rtol=1e-4)  # d(-log sigma)/d rho -> -1
+
+
+def test_bad_loss_settings():
+    with pytest.raises(TypeError, match="prior"):
+        BBBLoss("gaussian")
+    with pytest.raises(ValueError, match="likelihood"):
+        BBBLoss(GaussianPrior(1.0), likelihood="poisson")
+    with pytest.raises(ValueError, match="noise_sigma"):
+        BBBLoss(GaussianPrior(1.0), likelihood="gaussian", noise_sigma=0.0)
+
+
+def test_kl_weights_uniform_and_blundell_eq9():
+    np.testing.assert_allclose(kl_weights("uniform", 4), [0.25] * 4)
+    m = 7
+    exact = [2 ** (m - i) / (2 ** m - 1) for i in range(1, m + 1)]
+    np.testing.assert_allclose(kl_weights("blundell", m), exact, rtol=1e-14)
+    large = kl_weights("blundell", 469)
+    assert np.all(np.isfinite(large)) and abs(large.sum() - 1) < 1e-12 and large[0] == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="kl_weighting"):
+        kl_weights("linear", 3)
+    with pytest.raises(ValueError, match="num_batches"):
+        kl_weights("uniform", 0)

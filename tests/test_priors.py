@@ -1,0 +1,95 @@
+import math
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import gluon, nd
+
+from gluon_bbb import GaussianPrior, ScaleMixturePrior, prior_from_config
+from gluon_bbb._math import softplus
+
+from reference import log_gaussian_prior, log_scale_mixture_prior
+from reference import softplus as softplus_ref
+
+EXTREME_W = np.array([-50.0, -3.0, -1e-3, -1e-8, 0.0, 1e-6, 0.01, 0.5, 2.0, 10.0, 50.0])
+
+
+@pytest.mark.parametrize("dtype,rtol", [("float64", 1e-12), ("float32", 2e-6)])
+def test_gaussian_log_prob_matches_closed_form(dtype, rtol):
+    prior = GaussianPrior(0.3)
+    got = prior.log_prob(nd.array(EXTREME_W, dtype=dtype)).asnumpy()
+    expected = log_gaussian_prior(EXTREME_W, 0.3)
+    np.testing.assert_allclose(got, expected, rtol=rtol, atol=rtol)
+
+
+@pytest.mark.parametrize("sigma2", [math.exp(-6), math.exp(-8)])
+@pytest.mark.parametrize("dtype,tol", [("float64", 1e-6), ("float32", 1e-5)])
+def test_scale_mixture_log_prob_matches_closed_form(sigma2, dtype, tol):
+    prior = ScaleMixturePrior(pi=0.25, sigma1=1.0, sigma2=sigma2)
+    got = prior.log_prob(nd.array(EXTREME_W, dtype=dtype)).asnumpy().astype(np.float64)
+    expected = log_scale_mixture_prior(EXTREME_W, 0.25, 1.0, sigma2)
+    assert np.all(np.isfinite(got))
+    np.testing.assert_allclose(got, expected, rtol=tol, atol=tol)
+
+
+def test_scale_mixture_is_finite_far_in_the_tail():
+    prior = ScaleMixturePrior(pi=0.5, sigma1=1.0, sigma2=math.exp(-8))
+    w = np.array([-50.0, 50.0, 1e3, -1e4], dtype=np.float32)
+    got = prior.log_prob(nd.array(w)).asnumpy()
+    assert np.all(np.isfinite(got))
+    np.testing.assert_allclose(got, log_scale_mixture_prior(w.astype(np.float64), 0.5, 1.0, math.exp(-8)), rtol=1e-6)
+
+
+class _PriorBlock(gluon.HybridBlock):
+    def __init__(self, prior):
+        super().__init__()
+        self.prior = prior
+
+    def hybrid_forward(self, F, w):
+        return self.prior.log_prob(w, F)
+
+
+@pytest.mark.parametrize("prior", [GaussianPrior(0.5), ScaleMixturePrior(0.5, 1.0, math.exp(-7))])
+def test_log_prob_works_inside_hybrid_forward(prior):
+    block = _PriorBlock(prior)
+    block.initialize()
+    w = nd.array(EXTREME_W)
+    imperative = block(w).asnumpy()
+    block.hybridize()
+    hybridized = block(w).asnumpy()
+    np.testing.assert_allclose(hybridized, imperative, rtol=1e-6)
+    assert isinstance(prior.log_prob(mx.sym.var("w")), mx.sym.Symbol)
+
+
+@pytest.mark.parametrize(
+    "make, name",
+    [
+        (lambda: GaussianPrior(0.0), "sigma"),
+        (lambda: GaussianPrior(-1.0), "sigma"),
+        (lambda: GaussianPrior(float("nan")), "sigma"),
+        (lambda: ScaleMixturePrior(0.0, 1.0, 0.1), "pi"),
+        (lambda: ScaleMixturePrior(1.0, 1.0, 0.1), "pi"),
+        (lambda: ScaleMixturePrior(0.5, -1.0, 0.1), "sigma1"),
+        (lambda: ScaleMixturePrior(0.5, 1.0, 0.0), "sigma2"),
+        (lambda: ScaleMixturePrior(0.5, 0.1, 1.0), "sigma2 must be smaller than sigma1"),
+    ],
+)
+def test_invalid_prior_settings_name_the_argument(make, name):
+    with pytest.raises(ValueError, match=name):
+        make()
+
+
+def test_prior_config_round_trip():
+    for prior in [GaussianPrior(0.2), ScaleMixturePrior(0.75, math.exp(-1), math.exp(-7))]:
+        assert prior_from_config(prior.config()) == prior
+    with pytest.raises(ValueError, match="unknown prior"):
+        prior_from_config({"name": "laplace"})
+
+
+@pytest.mark.parametrize("dtype,rtol", [("float32", 5e-6), ("float64", 1e-7)])
+def test_softplus_is_accurate_positive_and_finite(dtype, rtol):
+    rho = np.concatenate([np.linspace(-50, 50, 40001), [-3.0, -2.9999999, -3.0000001]])
+    got = softplus(nd, nd.array(rho, dtype=dtype)).asnumpy().astype(np.float64)
+    expected = softplus_ref(rho)
+    assert np.all(np.isfinite(got)) and np.all(got > 0)
+    np.testing.assert_allclose(got, expected, rtol=rtol)
