@@ -1,0 +1,101 @@
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import autograd, gluon, nd
+
+from gluon_bbb import resolve_context
+from gluon_bbb.posterior import GaussianNoise, VariationalPosterior, assign_arrays, trainable_parameters
+
+
+def test_assign_arrays_makes_the_net_compute_with_the_given_array():
+    """Fails if MXNet stops honouring writes to Parameter._data (the one private attribute)."""
+    for hybridize in (False, True):
+        net = gluon.nn.HybridSequential()
+        net.add(gluon.nn.Dense(2, in_units=3))
+        net.initialize()
+        if hybridize:
+            net.hybridize()
+        x = nd.ones((1, 3))
+        net(x)
+        weight, bias = [p for _, p in trainable_parameters(net)]
+        new_weight = nd.array([[1.0, 2.0, 3.0], [0.0, 0.0, -1.0]])
+        new_weight.attach_grad()
+        assign_arrays([weight, bias], [new_weight, nd.zeros(2)])
+        assert weight.data() is new_weight
+        with autograd.record():
+            out = net(x)
+        out.backward(nd.array([[1.0, 0.0]]))
+        np.testing.assert_allclose(out.asnumpy(), [[6.0, -1.0]])
+        np.testing.assert_allclose(new_weight.grad.asnumpy(), [[1, 1, 1], [0, 0, 0]])
+
+
+def test_assign_arrays_rejects_wrong_shapes():
+    net = gluon.nn.Dense(2, in_units=3)
+    net.initialize()
+    with pytest.raises(ValueError, match="does not fit"):
+        assign_arrays([net.weight], [nd.zeros((3, 2))])
+
+
+def test_posterior_covers_trainable_parameters_only():
+    net = gluon.nn.HybridSequential()
+    net.add(gluon.nn.Dense(4, in_units=3), gluon.nn.BatchNorm(in_channels=4), gluon.nn.Dense(2, in_units=4))
+    net.initialize()
+    posterior = VariationalPosterior(net, rho_init=-3.0)
+    posterior.initialize()
+    covered = set(posterior.names)
+    assert not any("running" in name for name in covered)
+    assert any("gamma" in name for name in covered)
+    assert posterior.num_weights == 3 * 4 + 4 + 4 + 4 + 4 * 2 + 2
+    # mu_init='net' starts at the network's own values; sigma = softplus(-3)
+    for mu, target in zip(posterior.mus, posterior.targets):
+        np.testing.assert_array_equal(mu.data().asnumpy(), target.data().asnumpy())
+    np.testing.assert_allclose(posterior.sigmas()[0].asnumpy(), np.log1p(np.exp(-3.0)), rtol=1e-6)
+
+
+def test_posterior_initialisation_options():
+    net = gluon.nn.Dense(500, in_units=400)
+    net.initialize()
+    posterior = VariationalPosterior(net, mu_init=0.1, rho_init=(-6.0, -4.0))
+    posterior.initialize()
+    mu = posterior.mus[0].data().asnumpy()
+    rho = posterior.rhos[0].data().asnumpy()
+    assert abs(mu.std() - 0.1) < 0.005
+    assert rho.min() >= -6.0 and rho.max() <= -4.0 and abs(rho.mean() + 5.0) < 0.01
+    with pytest.raises(ValueError, match="mu_init"):
+        VariationalPosterior(net, mu_init="xavier")
+    with pytest.raises(ValueError, match="rho_init"):
+        VariationalPosterior(net, rho_init=(-1.0, -2.0))
+
+
+def test_posterior_needs_known_shapes():
+    net = gluon.nn.Dense(3)
+    net.initialize()  # deferred: the input size is unknown
+    with pytest.raises(ValueError, match="forward pass"):
+        VariationalPosterior(net)
+
+
+def test_gaussian_noise_is_standard_normal_and_seeded():
+    shapes = [(300, 700), (300,), (10, 300)]
+    noise = GaussianNoise(shapes, mx.cpu(), seed=3)
+    samples = noise.sample()
+    assert [s.shape for s in samples] == shapes
+    values = np.concatenate([s.asnumpy().ravel() for s in samples])
+    assert abs(values.mean()) < 0.005 and abs(values.std() - 1) < 0.005
+    again = GaussianNoise(shapes, mx.cpu(), seed=3).sample()
+    np.testing.assert_array_equal(samples[2].asnumpy(), again[2].asnumpy())
+    mx.random.seed(42)
+    a = GaussianNoise(shapes, mx.cpu()).sample()[1].asnumpy()
+    mx.random.seed(42)
+    b = GaussianNoise(shapes, mx.cpu()).sample()[1].asnumpy()
+    np.testing.assert_array_equal(a, b)
+
+
+def test_resolve_context():
+    assert resolve_context(None) == mx.cpu()
+    assert resolve_context("cpu") == mx.cpu()
+    with pytest.raises(ValueError, match=r"gpu\(0\) is not available"):
+        resolve_context("gpu")
+    with pytest.raises(ValueError, match=r"gpu\(2\)"):
+        resolve_context(mx.gpu(2))
+    with pytest.raises(ValueError, match="unknown context"):
+        resolve_context("cuda:0")

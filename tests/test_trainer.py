@@ -1,0 +1,242 @@
+"""BBBTrainer on small synthetic problems: training, reproducibility, robustness, checkpoints."""
+import math
+import os
+import warnings
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import gluon, nd
+
+from gluon_bbb import BBBLoss, BBBTrainer, GaussianPrior, NonFiniteLossError, ScaleMixturePrior
+from gluon_bbb.data import ArrayLoader
+from gluon_bbb.posterior import assign_arrays
+
+
+def blobs(num_examples=512, num_features=8, num_classes=3, seed=0):
+    """Linearly separable Gaussian blobs."""
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(scale=3.0, size=(num_classes, num_features))
+    labels = rng.integers(0, num_classes, size=num_examples)
+    inputs = centers[labels] + rng.normal(size=(num_examples, num_features))
+    return inputs.astype(np.float32), labels.astype(np.int32)
+
+
+def small_mlp(num_outputs=3):
+    net = gluon.nn.HybridSequential()
+    net.add(gluon.nn.Dense(16, activation="relu"), gluon.nn.Dense(num_outputs))
+    return net
+
+
+def make_trainer(prior=None, seed=0, **kwargs):
+    mx.random.seed(seed)
+    loss = BBBLoss(prior or ScaleMixturePrior(0.5, 1.0, math.exp(-6)))
+    kwargs.setdefault("optimizer_params", {"learning_rate": 0.01})
+    return BBBTrainer(small_mlp(), loss, seed=seed, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def data():
+    x, y = blobs()
+    return ArrayLoader(x[:384], y[:384], 32, shuffle=True, seed=0), ArrayLoader(x[384:], y[384:], 64)
+
+
+@pytest.mark.parametrize("kl_weighting", ["uniform", "blundell"])
+def test_training_reduces_loss_and_error(data, kl_weighting):
+    train, test = data
+    trainer = make_trainer(kl_weighting=kl_weighting)
+    history = trainer.fit(train, num_epochs=8, eval_data=test, progress=False)
+    assert history[-1]["loss"] < history[0]["loss"]
+    assert history[-1]["nll"] < 0.5 * history[0]["nll"]
+    assert history[-1]["test_error"] < 0.05
+    assert trainer.evaluate(test, num_samples=5) < 0.05
+    for record in history:
+        assert record["loss"] == pytest.approx(record["nll"] + record["complexity"], rel=1e-4)
+
+
+def test_same_seed_gives_identical_losses(data):
+    train_x, train_y = blobs(seed=3)
+    runs = []
+    for _ in range(2):
+        loader = ArrayLoader(train_x, train_y, 32, shuffle=True, seed=7)
+        trainer = make_trainer(seed=11)
+        runs.append([r["loss"] for r in trainer.fit(loader, 3, progress=False)])
+    assert runs[0] == runs[1]
+    other = make_trainer(seed=12).fit(ArrayLoader(train_x, train_y, 32, shuffle=True, seed=7), 3, progress=False)
+    assert [r["loss"] for r in other] != runs[0]
+
+
+def test_trains_a_conv2d_network():
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 2, size=256)
+    images = rng.normal(scale=0.3, size=(256, 1, 8, 8)).astype(np.float32)
+    images[labels == 1, :, :4, :] += 1.0  # class 1: bright top half
+    loader = ArrayLoader(images.reshape(256, -1), labels, 32, shuffle=True, seed=0)
+    mx.random.seed(0)
+    net = gluon.nn.HybridSequential()
+    net.add(gluon.nn.HybridLambda(lambda F, x: F.reshape(x, (-1, 1, 8, 8))),
+            gluon.nn.Conv2D(4, kernel_size=3, activation="relu"), gluon.nn.MaxPool2D(2),
+            gluon.nn.Flatten(), gluon.nn.Dense(2))
+    trainer = BBBTrainer(net, BBBLoss(GaussianPrior(1.0)), optimizer_params={"learning_rate": 0.02}, seed=0)
+    history = trainer.fit(loader, 6, eval_data=loader, progress=False)
+    assert any(len(s) == 4 for s in trainer.posterior.shapes)  # the conv kernel is covered
+    assert history[-1]["test_error"] < 0.1
+
+
+def test_several_samples_per_step_average_the_cost(data):
+    train, _ = data
+    x, y = next(iter(train))
+    trainer = make_trainer(num_samples=3)
+    trainer._ensure_setup(x)
+    state = trainer.noise.get_state()
+    cost = trainer.step(x, y, 0.1)[0].asscalar()
+    # The same seed gives the same initial mu and rho; replay the same three noise draws.
+    replay = make_trainer(num_samples=3)
+    replay._ensure_setup(x)
+    replay.noise.set_state(state)
+    singles = []
+    for _ in range(3):
+        eps = replay.noise.sample()
+        outputs = replay.posterior(*eps)
+        k = len(eps)
+        assign_arrays(replay.posterior.targets, outputs[:k])
+        singles.append(replay.loss(replay.net(x), y, nd.array([0.1]), outputs[:k], outputs[k:], eps)[0].asscalar())
+    assert len(set(singles)) == 3
+    assert cost == pytest.approx(np.mean(singles), rel=1e-5)
+
+
+def test_non_finite_step_is_discarded_and_parameters_stay_finite(data):
+    train, _ = data
+    x, y = next(iter(train))
+    trainer = make_trainer()
+    trainer._ensure_setup(x)
+    before = [p.data().copy() for p in trainer.variational_params]
+    bad = x.copy()
+    bad[0, 0] = np.nan
+    cost, _, _, _, finite = trainer.step(bad, y, 0.1)
+    # A ReLU may hide the NaN from the cost, but not from the gradients: the step is discarded.
+    assert finite.asscalar() == 0
+    for param, old in zip(trainer.variational_params, before):
+        values = param.data().asnumpy()
+        assert np.all(np.isfinite(values))
+        np.testing.assert_allclose(values, old.asnumpy())  # first step: Adam state is zero
+    trainer.step(x, y, 0.1)  # training goes on
+    assert all(np.all(np.isfinite(p.data().asnumpy())) for p in trainer.variational_params)
+
+
+def test_nan_batch_warns_and_all_nan_data_stops(data):
+    x, y = blobs(num_examples=128)
+    x_bad = x.copy()
+    x_bad[:32] = np.nan  # the first of four batches
+    trainer = make_trainer()
+    with pytest.warns(RuntimeWarning, match="1 of 4 steps"):
+        history = trainer.fit(ArrayLoader(x_bad, y, 32), 1, progress=False)
+    assert history[0]["skipped_steps"] == 1
+    assert all(np.all(np.isfinite(p.data().asnumpy())) for p in trainer.variational_params)
+    x_bad[:] = np.nan
+    with pytest.raises(NonFiniteLossError, match="non-finite"):
+        make_trainer().fit(ArrayLoader(x_bad, y, 32), 1, progress=False)
+
+
+def test_network_holds_the_means_after_training_and_exports_a_plain_net(data, tmp_path):
+    train, test = data
+    trainer = make_trainer()
+    trainer.fit(train, 2, progress=False)
+    for target, mu in zip(trainer.posterior.targets, trainer.posterior.mus):
+        np.testing.assert_array_equal(target.data().asnumpy(), mu.data().asnumpy())
+    error = trainer.evaluate(test)
+    path = str(tmp_path / "mean.params")
+    trainer.net.save_parameters(path)
+    plain = small_mlp()
+    plain.load_parameters(path)
+    mistakes = sum(float((plain(xb).argmax(axis=1) != yb).sum().asscalar()) for xb, yb in test)
+    assert mistakes / test.num_examples == pytest.approx(error)
+
+
+def test_predict_proba_is_a_distribution(data):
+    train, test = data
+    trainer = make_trainer()
+    trainer.fit(train, 1, progress=False)
+    x, _ = next(iter(test))
+    for n in (0, 4):
+        probs = trainer.predict_proba(x, num_samples=n).asnumpy()
+        assert probs.shape == (64, 3)
+        np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
+    with pytest.raises(ValueError, match="num_samples"):
+        trainer.predict_proba(x, num_samples=-1)
+
+
+def test_save_load_round_trip_and_resume(data, tmp_path):
+    train, test = data
+    path = str(tmp_path / "ckpt.bbb")
+    prior = ScaleMixturePrior(0.25, 1.0, math.exp(-7))
+    trainer = make_trainer(prior=prior)
+    trainer.fit(train, 2, checkpoint_path=path, progress=False)
+    assert os.path.exists(path) and not [f for f in os.listdir(tmp_path) if f.endswith(".tmp")]
+
+    # An uninterrupted 4-epoch run, from the same checkpoint state, ...
+    reference = make_trainer(prior=prior)
+    reference.fit(ArrayLoader(*blobs()[0:2], 32), 0, progress=False)  # builds the posterior
+    reference.load(path)
+    restored = make_trainer(prior=GaussianPrior(1.0))  # the checkpoint's prior replaces this one
+    restored.fit(ArrayLoader(*blobs()[0:2], 32), 0, progress=False)
+    restored.load(path)
+    assert restored.loss.prior == prior and restored.epoch == 2 and len(restored.history) == 2
+    for a, b in zip(trainer.variational_params, restored.variational_params):
+        np.testing.assert_array_equal(a.data().asnumpy(), b.data().asnumpy())
+    states_a = trainer.trainer._updaters[0].states
+    states_b = restored.trainer._updaters[0].states
+    assert states_a.keys() == states_b.keys() and states_a
+    for key in states_a:
+        for sa, sb in zip(states_a[key], states_b[key]):
+            np.testing.assert_array_equal(sa.asnumpy(), sb.asnumpy())
+
+    # ... resumed: both continue identically to epoch 4.
+    x, y = blobs()
+    continued = [t.fit(ArrayLoader(x[:384], y[:384], 32, shuffle=True, seed=5), 4, progress=False)
+                 for t in (reference, restored)]
+    assert [r["epoch"] for r in continued[1]] == [1, 2, 3, 4]
+    assert [r["loss"] for r in continued[0]] == [r["loss"] for r in continued[1]]
+
+
+def test_checkpoint_write_is_atomic(data, tmp_path, monkeypatch):
+    train, _ = data
+    path = tmp_path / "ckpt.bbb"
+    trainer = make_trainer()
+    trainer.fit(train, 1, checkpoint_path=str(path), progress=False)
+    good = path.read_bytes()
+
+    def crash(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError, match="disk full"):
+        trainer.save(str(path))
+    assert path.read_bytes() == good
+    assert sorted(os.listdir(tmp_path)) == ["ckpt.bbb"]
+
+
+def test_bad_inputs_get_named_errors(data):
+    train, _ = data
+    x, y = next(iter(train))
+    with pytest.raises(ValueError, match="num_samples"):
+        make_trainer(num_samples=0)
+    with pytest.raises(ValueError, match="kl_weighting"):
+        make_trainer(kl_weighting="linear")
+    with pytest.raises(TypeError, match="BBBLoss"):
+        BBBTrainer(small_mlp(), gluon.loss.SoftmaxCrossEntropyLoss())
+    trainer = make_trainer()
+    trainer.fit(train, 1, progress=False)
+    with pytest.raises(ValueError, match=r"input of shape \(32, 5\)"):
+        trainer.step(nd.ones((32, 5)), y, 0.1)
+    with pytest.raises(ValueError, match=r"labels must be class indices in \[0, 3\)"):
+        make_trainer().fit(ArrayLoader(x.asnumpy(), np.full(32, 7), 32), 1, progress=False)
+    with pytest.raises(ValueError, match="3 inputs but 2 labels"):
+        make_trainer().fit([(x[:3], y[:2])], 1, progress=False)
+
+
+def test_unknown_context_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"gpu\(7\)"):
+        make_trainer(ctx=mx.gpu(7))
+    with pytest.raises(ValueError, match="unknown context"):
+        make_trainer(ctx="tpu")
