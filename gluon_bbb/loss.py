@@ -3,23 +3,13 @@ import math
 
 from mxnet import gluon
 
-from ._math import LOG_SQRT_2PI
+from ._math import LOG_SQRT_2PI, sum_of_squares, total
 from .priors import Prior
 
 __all__ = ["BBBLoss", "LIKELIHOODS"]
 
 #: Likelihoods P(D_i | w) that :class:`BBBLoss` supports.
 LIKELIHOODS = ("softmax", "gaussian")
-
-
-def _total(F, x):
-    """Sum of all elements of ``x`` as a shape (1,) array.
-
-    A dot product with a ones vector: in the mxnet 1.9.1 CPU wheel this is one BLAS call and
-    about 20x faster than ``F.sum`` on half a million float32 values.
-    """
-    flat = F.reshape(x, shape=(-1,))
-    return F.dot(flat, F.ones_like(flat))
 
 
 class BBBLoss(gluon.loss.Loss):
@@ -90,9 +80,9 @@ class BBBLoss(gluon.loss.Loss):
         """log q(w | theta) - log P(w) summed over all weights, shape (1,)."""
         log_q, log_prior = [], []
         for w, sigma, eps in zip(weights, sigmas, epsilons):
-            flat_eps = F.reshape(eps, shape=(-1,))
-            log_q.append(_total(F, -F.log(sigma) - LOG_SQRT_2PI) - 0.5 * F.dot(flat_eps, flat_eps))
-            log_prior.append(_total(F, self.prior.log_prob(w, F)))
+            # log q = sum_j (-log sigma_j - eps_j^2 / 2 - log(2 pi) / 2), the reparameterised form
+            log_q.append(total(F, -F.log(sigma) - LOG_SQRT_2PI) - 0.5 * sum_of_squares(F, eps))
+            log_prior.append(self.prior.sum_log_prob(w, F))
         return F.add_n(*log_q) - F.add_n(*log_prior)
 
     def hybrid_forward(self, F, pred, label, kl_weight, weights, sigmas, epsilons):

@@ -93,3 +93,29 @@ def test_softplus_is_accurate_positive_and_finite(dtype, rtol):
     expected = softplus_ref(rho)
     assert np.all(np.isfinite(got)) and np.all(got > 0)
     np.testing.assert_allclose(got, expected, rtol=rtol)
+
+
+@pytest.mark.parametrize("prior", [GaussianPrior(0.3), ScaleMixturePrior(0.25, 1.0, math.exp(-8)),
+                                   ScaleMixturePrior(0.75, math.exp(-2), math.exp(-6))])
+def test_sum_log_prob_equals_the_sum_of_the_elementwise_log_prob(prior):
+    w = np.concatenate([EXTREME_W, np.random.default_rng(0).normal(scale=0.05, size=1000)])
+    got = prior.sum_log_prob(nd.array(w, dtype="float64")).asnumpy()
+    assert got.shape == (1,)
+    if isinstance(prior, GaussianPrior):
+        expected = log_gaussian_prior(w, prior.sigma).sum()
+    else:
+        expected = log_scale_mixture_prior(w, prior.pi, prior.sigma1, prior.sigma2).sum()
+    np.testing.assert_allclose(got[0], expected, rtol=1e-9)
+    block = _SumBlock(prior)
+    block.initialize()
+    block.hybridize()
+    np.testing.assert_allclose(block(nd.array(w, dtype="float64")).asnumpy()[0], expected, rtol=1e-9)
+
+
+class _SumBlock(gluon.HybridBlock):
+    def __init__(self, prior):
+        super().__init__()
+        self.prior = prior
+
+    def hybrid_forward(self, F, w):
+        return self.prior.sum_log_prob(w, F)
