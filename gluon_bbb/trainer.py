@@ -253,7 +253,9 @@ class BBBTrainer:
                 label = label.as_in_context(self.ctx).astype(dtype, copy=False)
                 pi = pis[min(i, num_batches - 1):min(i, num_batches - 1) + 1]
                 cost, nll, complexity, pred, finite = self.step(data, label, pi)
-                sums += nd.concat(cost, nll, pi * complexity, dim=0)
+                values = nd.concat(cost, nll, pi * complexity, dim=0)
+                # A discarded (non-finite) step is left out of the epoch's totals.
+                sums += nd.where(nd.broadcast_to(finite, shape=(3,)), values, nd.zeros_like(values))
                 num_examples += data.shape[0]
                 if self.loss.likelihood == "softmax":
                     mistakes = nd.sum(nd.argmax(pred, axis=-1) != label)

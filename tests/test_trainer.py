@@ -132,6 +132,7 @@ def test_nan_batch_warns_and_all_nan_data_stops(data):
     with pytest.warns(RuntimeWarning, match="1 of 4 steps"):
         history = trainer.fit(ArrayLoader(x_bad, y, 32), 1, progress=False)
     assert history[0]["skipped_steps"] == 1
+    assert all(np.isfinite(history[0][key]) for key in ("loss", "nll", "complexity"))
     assert all(np.all(np.isfinite(p.data().asnumpy())) for p in trainer.variational_params)
     x_bad[:] = np.nan
     with pytest.raises(NonFiniteLossError, match="non-finite"):

@@ -1,0 +1,326 @@
+"""The ``gluon-bbb`` command line: train an MLP with Bayes by Backprop, evaluate a run.
+
+Examples::
+
+    gluon-bbb train --dataset mnist --hidden 400 400 --epochs 10
+    gluon-bbb train --output-dir runs/a --epochs 20 --resume     # continue runs/a
+    gluon-bbb evaluate runs/a --num-samples 100
+
+A run folder holds ``config.json`` (the options), ``checkpoint.bbb`` (written after every
+epoch), ``train.log`` and, when training is finished, ``metrics.json``.
+"""
+import argparse
+import json
+import logging
+import math
+import os
+import sys
+import time
+
+import mxnet as mx
+import numpy as np
+from mxnet import nd
+
+from . import __version__, data, models
+from .checkpoint import atomic_write_bytes
+from .context import resolve_context
+from .loss import BBBLoss
+from .priors import GaussianPrior, ScaleMixturePrior
+from .trainer import BBBTrainer, NonFiniteLossError
+
+__all__ = ["build_parser", "main"]
+
+PROG = "gluon-bbb"
+CHECKPOINT = "checkpoint.bbb"
+CONFIG = "config.json"
+METRICS = "metrics.json"
+LOG = "train.log"
+INPUT_SIZE = 784
+MC_SAMPLES = 10
+
+logger = logging.getLogger("gluon_bbb.cli")
+
+
+# ---------------------------------------------------------------------------- arguments
+def _number(kind, low, inclusive):
+    """An argparse type: ``kind`` values >= low (or > low), finite."""
+    def parse(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid {kind.__name__} value: {text!r}") from None
+        if not (math.isfinite(value) and (value >= low if inclusive else value > low)):
+            raise argparse.ArgumentTypeError(f"must be {'>=' if inclusive else '>'} {low}, got {text}")
+        return value
+    return parse
+
+
+def build_parser():
+    """The argument parser of ``gluon-bbb`` with its ``train`` and ``evaluate`` subcommands."""
+    parser = argparse.ArgumentParser(prog=PROG, description="Bayes by Backprop for MXNet Gluon.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.required = True
+
+    train = commands.add_parser("train", help="train an MLP on MNIST or Fashion-MNIST",
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    train.add_argument("--dataset", choices=data.DATASETS, default="mnist")
+    train.add_argument("--hidden", type=_number(int, 1, True), nargs="+", default=[400, 400],
+                       metavar="UNITS", help="units of each hidden layer")
+    train.add_argument("--prior", choices=("gaussian", "scale-mixture"), default="scale-mixture")
+    train.add_argument("--sigma", type=float, default=1.0, help="std of the Gaussian prior")
+    train.add_argument("--pi", type=float, default=0.5, help="weight of the wide mixture component")
+    train.add_argument("--log-sigma1", type=float, default=0.0,
+                       help="-log sigma1 of the wide mixture component (the paper's convention)")
+    train.add_argument("--log-sigma2", type=float, default=6.0,
+                       help="-log sigma2 of the narrow mixture component")
+    train.add_argument("--epochs", type=_number(int, 1, True), default=10,
+                       help="total number of epochs (a resumed run trains only the missing ones)")
+    train.add_argument("--batch-size", type=_number(int, 1, True), default=128)
+    train.add_argument("--lr", type=_number(float, 0, False), default=1e-3, help="learning rate")
+    train.add_argument("--optimizer", default="adam", help="any MXNet optimizer name")
+    train.add_argument("--num-samples", type=_number(int, 1, True), default=1,
+                       help="weight samples per training step")
+    train.add_argument("--kl-weighting", choices=("uniform", "blundell"), default="uniform")
+    train.add_argument("--rho-init", type=float, default=-5.0, help="initial rho, sigma = softplus(rho)")
+    train.add_argument("--seed", type=int, default=0, help="seeds MXNet, NumPy and the trainer")
+    _add_common(train)
+    train.add_argument("--preprocessing", choices=data.PREPROCESSING_METHODS, default="paper")
+    train.add_argument("--num-validation", type=_number(int, 0, True), default=0,
+                       help="last training images held out; if > 0 they replace the test set "
+                            "in the per-epoch evaluation")
+    train.add_argument("--subset", type=_number(int, 1, True), default=None,
+                       help="keep only the first N examples of each split (smoke runs)")
+    train.add_argument("--output-dir", default=None,
+                       help="run folder (default: runs/<dataset>-<prior>-<timestamp>)")
+    train.add_argument("--resume", action="store_true",
+                       help="continue from the checkpoint in --output-dir, if there is one")
+    train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    train.set_defaults(func=train_command)
+
+    evaluate = commands.add_parser("evaluate", help="test error of a trained run",
+                                   formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    evaluate.add_argument("run_dir", metavar="RUN_DIR", help="folder written by 'train'")
+    evaluate.add_argument("--num-samples", type=_number(int, 1, True), default=MC_SAMPLES,
+                          help="weight samples of the Monte Carlo average")
+    _add_common(evaluate)
+    evaluate.set_defaults(func=evaluate_command)
+    return parser
+
+
+def _add_common(parser):
+    parser.add_argument("--ctx", default="cpu", help="'cpu', 'gpu' or 'gpu(i)'")
+    parser.add_argument("--data-dir", default=None,
+                        help=f"folder holding the data set (default: ${data.DATA_ENV_VAR}/<dataset>, "
+                             "then MXNet's cache)")
+
+
+def main(argv=None):
+    """Run ``gluon-bbb``.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        Arguments without the program name; default ``sys.argv[1:]``.
+
+    Returns
+    -------
+    int
+        0 on success; 2 for a usage error (bad option, missing data or GPU, bad prior); 1
+        when training diverged; 130 when interrupted.
+    """
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as stop:  # --help, --version or a usage error already printed
+        return stop.code if isinstance(stop.code, int) else 2
+    try:
+        return args.func(args)
+    except (FileNotFoundError, ValueError) as error:  # includes DataNotFoundError
+        return _fail(error, 2)
+    except NonFiniteLossError as error:
+        return _fail(error, 1)
+    except KeyboardInterrupt:
+        return _fail("interrupted (the last completed epoch's checkpoint is intact)", 130)
+
+
+def _fail(error, code):
+    print(f"{PROG}: error: {error}", file=sys.stderr)
+    return code
+
+
+# ---------------------------------------------------------------------------- train
+def make_prior(config):
+    """The prior named by a ``train`` configuration (``--prior`` and its parameters)."""
+    if config["prior"] == "gaussian":
+        return GaussianPrior(config["sigma"])
+    try:
+        sigma1, sigma2 = math.exp(-config["log_sigma1"]), math.exp(-config["log_sigma2"])
+    except OverflowError:
+        raise ValueError("--log-sigma1/--log-sigma2 are -log sigma: values below -700 overflow") from None
+    if not sigma2 < sigma1:
+        raise ValueError(f"the scale-mixture prior needs sigma2 < sigma1, i.e. --log-sigma2 > "
+                         f"--log-sigma1 (they are -log sigma); got sigma2 = e^-{config['log_sigma2']} "
+                         f"and sigma1 = e^-{config['log_sigma1']}")
+    return ScaleMixturePrior(config["pi"], sigma1, sigma2)
+
+
+def make_trainer(config, ctx):
+    """Network, prior, loss and :class:`BBBTrainer` for a ``train`` configuration.
+
+    The network is initialised and run once on a zero batch, so that its shapes are known
+    and a checkpoint can be loaded into the trainer.
+    """
+    prior = make_prior(config)
+    net = models.mlp(config["hidden"])
+    net.initialize(mx.init.Xavier(), ctx=ctx)
+    net(nd.zeros((1, INPUT_SIZE), ctx=ctx))
+    return BBBTrainer(net, BBBLoss(prior), optimizer=config["optimizer"],
+                      optimizer_params={"learning_rate": config["lr"]},
+                      num_samples=config["num_samples"], kl_weighting=config["kl_weighting"],
+                      ctx=ctx, rho_init=config["rho_init"], seed=config["seed"])
+
+
+def train_command(args):
+    """``gluon-bbb train``: returns the exit code."""
+    start = time.time()
+    config = {key: value for key, value in vars(args).items() if key not in ("func", "command")}
+    if config["output_dir"] is None:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        config["output_dir"] = os.path.join("runs", f"{args.dataset}-{args.prior}-{stamp}")
+    out = config["output_dir"]
+    checkpoint = os.path.join(out, CHECKPOINT)
+    if os.path.exists(checkpoint) and not args.resume:
+        raise ValueError(f"{out} already holds a checkpoint: pass --resume to continue it, "
+                         "or choose another --output-dir")
+    ctx = resolve_context(args.ctx)
+    make_prior(config)  # fail on a bad prior or optimizer before loading any data
+    if args.optimizer.lower() not in mx.optimizer.Optimizer.opt_registry:
+        raise ValueError(f"unknown optimizer {args.optimizer!r}; MXNet has "
+                         f"{', '.join(sorted(mx.optimizer.Optimizer.opt_registry))}")
+    mx.random.seed(args.seed)
+    np.random.seed(args.seed)
+    loaders = data.get_loaders(args.dataset, batch_size=args.batch_size, data_dir=args.data_dir,
+                               preprocessing=args.preprocessing, num_validation=args.num_validation,
+                               subset=args.subset, ctx=ctx, seed=args.seed)
+    trainer = make_trainer(config, ctx)
+    os.makedirs(out, exist_ok=True)
+    with _log_to(os.path.join(out, LOG)):
+        if args.resume and os.path.exists(checkpoint):
+            _warn_about_changed_options(os.path.join(out, CONFIG), config)
+            trainer.load(checkpoint)
+            # load() restores the pickled optimizer, learning rate included; honour --lr.
+            trainer.trainer.set_learning_rate(args.lr)
+            logger.info("resuming %s after epoch %d", checkpoint, trainer.epoch)
+        _write_json(os.path.join(out, CONFIG), config)
+        logger.info("start: %s, hidden %s, %s prior, to epoch %d on %s; run folder %s",
+                    args.dataset, args.hidden, args.prior, args.epochs, ctx, out)
+        eval_split = "validation" if "validation" in loaders else "test"
+        trainer.fit(loaders["train"], args.epochs, eval_data=loaders[eval_split],
+                    checkpoint_path=checkpoint, progress=not args.no_progress)
+        metrics = {
+            "config": config,
+            "history": trainer.history,
+            "eval_split": eval_split,
+            "test_error_mean": trainer.evaluate(loaders["test"], num_samples=0),
+            "test_error_mc": trainer.evaluate(loaders["test"], num_samples=MC_SAMPLES),
+            "mc_samples": MC_SAMPLES,
+            "num_weights": trainer.posterior.num_weights,
+            "seconds": time.time() - start,
+            "version": __version__,
+        }
+        if "validation" in loaders:
+            metrics["validation_error_mean"] = trainer.evaluate(loaders["validation"])
+        _write_json(os.path.join(out, METRICS), metrics)
+        line = _result_line(metrics["test_error_mean"], metrics["test_error_mc"], MC_SAMPLES)
+        logger.info("finish: %s at epoch %d, %.1f s; run folder %s", line, trainer.epoch,
+                    metrics["seconds"], out)
+    print(line)
+    return 0
+
+
+def _warn_about_changed_options(config_path, config):
+    if not os.path.exists(config_path):
+        return
+    with open(config_path, encoding="utf-8") as handle:
+        saved = json.load(handle)
+    ignored = {"epochs", "resume", "no_progress", "ctx", "data_dir"}
+    changed = sorted(k for k in config if k not in ignored and k in saved and saved[k] != config[k])
+    if changed:
+        logger.warning("resuming with options that differ from %s: %s", config_path,
+                       ", ".join(f"{k}: {saved[k]!r} -> {config[k]!r}" for k in changed))
+
+
+# ---------------------------------------------------------------------------- evaluate
+def evaluate_command(args):
+    """``gluon-bbb evaluate``: returns the exit code."""
+    config_path = os.path.join(args.run_dir, CONFIG)
+    if not os.path.isfile(config_path):
+        raise FileNotFoundError(f"{config_path} not found: is {args.run_dir} a folder written "
+                                f"by '{PROG} train'?")
+    with open(config_path, encoding="utf-8") as handle:
+        config = json.load(handle)
+    ctx = resolve_context(args.ctx)
+    mx.random.seed(config["seed"])
+    np.random.seed(config["seed"])
+    test = data.get_loaders(config["dataset"], batch_size=config["batch_size"],
+                            data_dir=args.data_dir or config["data_dir"],
+                            preprocessing=config["preprocessing"],
+                            subset=config["subset"], ctx=ctx)["test"]
+    trainer = make_trainer(config, ctx)
+    trainer.load(os.path.join(args.run_dir, CHECKPOINT))
+    mean_error = trainer.evaluate(test, num_samples=0)
+    mc_error = trainer.evaluate(test, num_samples=args.num_samples)
+    print(f"{args.run_dir} (epoch {trainer.epoch}, {test.num_examples} test examples)")
+    print(_result_line(mean_error, mc_error, args.num_samples))
+    return 0
+
+
+# ---------------------------------------------------------------------------- helpers
+def _result_line(mean_error, mc_error, num_samples):
+    return (f"test error: {100 * mean_error:.2f}% (posterior mean), "
+            f"{100 * mc_error:.2f}% (MC {num_samples} samples)")
+
+
+def _json_safe(value):
+    """``value`` with non-finite floats replaced by None, so the file is strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(item) for item in value]
+    return value
+
+
+def _write_json(path, payload):
+    text = json.dumps(_json_safe(payload), indent=2, sort_keys=True, allow_nan=False) + "\n"
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+class _log_to:  # noqa: N801 -- used like a function: ``with _log_to(path):``
+    """Send the 'gluon_bbb' logger's INFO records to a file and to stderr while active."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __enter__(self):
+        self.logger = logging.getLogger("gluon_bbb")
+        self.old_level = self.logger.level
+        self.handlers = [logging.FileHandler(self.path, encoding="utf-8"),
+                         logging.StreamHandler(sys.stderr)]
+        self.handlers[0].setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        self.handlers[1].setFormatter(logging.Formatter(f"{PROG}: %(message)s"))
+        for handler in self.handlers:
+            self.logger.addHandler(handler)
+        self.logger.setLevel(logging.INFO)
+        return self
+
+    def __exit__(self, *exc_info):
+        file_handler, console = self.handlers
+        self.logger.removeHandler(console)  # main() reports the error on the console
+        if exc_info[0] is not None:
+            self.logger.error("stopped by %s: %s", exc_info[0].__name__, exc_info[1])
+        self.logger.removeHandler(file_handler)
+        file_handler.close()
+        self.logger.setLevel(self.old_level)
+        return False

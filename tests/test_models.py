@@ -1,0 +1,63 @@
+"""Tests of gluon_bbb.models."""
+import pytest
+from mxnet import gluon, nd
+
+from gluon_bbb import models
+
+
+def _layers(net):
+    return [net[i] for i in range(len(net))]
+
+
+def test_default_mlp_is_the_papers_400_400_network():
+    net = models.mlp()
+    assert isinstance(net, gluon.nn.HybridSequential)
+    layers = _layers(net)
+    assert [type(layer) for layer in layers] == [gluon.nn.Dense] * 3
+    net.initialize()
+    out = net(nd.zeros((5, 784)))
+    assert out.shape == (5, 10)
+    shapes = [param.shape for param in net.collect_params().values()]
+    assert shapes == [(400, 784), (400,), (400, 400), (400,), (10, 400), (10,)]
+
+
+@pytest.mark.parametrize("hidden, outputs", [((), 3), ((16,), 10), ((8, 4, 2), 5)])
+def test_layer_count_and_output_shape(hidden, outputs):
+    net = models.mlp(hidden, num_outputs=outputs, activation="tanh")
+    assert len(net) == len(hidden) + 1
+    net.initialize()
+    assert net(nd.ones((2, 7))).shape == (2, outputs)
+
+
+def test_dropout_follows_each_hidden_layer():
+    net = models.mlp((16, 8), dropout=0.25)
+    kinds = [type(layer).__name__ for layer in _layers(net)]
+    assert kinds == ["Dense", "Dropout", "Dense", "Dropout", "Dense"]
+    net.initialize()
+    net.hybridize()
+    x = nd.ones((4, 12))
+    assert (net(x) == net(x)).asnumpy().all()  # dropout is off outside training
+
+
+def test_hidden_sizes_accept_numpy_ints():
+    import numpy as np
+    assert len(models.mlp(np.array([4, 3]))) == 3
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    ({"hidden_sizes": (400, 0)}, "hidden_sizes"),
+    ({"hidden_sizes": (-1,)}, "hidden_sizes"),
+    ({"hidden_sizes": (4.5,)}, "hidden_sizes"),
+    ({"hidden_sizes": (True,)}, "hidden_sizes"),
+    ({"hidden_sizes": 400}, "hidden_sizes"),
+    ({"hidden_sizes": "400"}, "hidden_sizes"),
+    ({"num_outputs": 0}, "num_outputs"),
+    ({"activation": "gelu"}, "activation"),
+    ({"dropout": 1.0}, "dropout"),
+    ({"dropout": -0.1}, "dropout"),
+    ({"dropout": float("nan")}, "dropout"),
+    ({"dropout": "0.5"}, "dropout"),
+])
+def test_bad_arguments_raise_value_error_naming_the_argument(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        models.mlp(**kwargs)
