@@ -7,7 +7,7 @@ import zipfile
 
 from mxnet import nd
 
-__all__ = ["atomic_write_bytes", "write_checkpoint", "read_checkpoint"]
+__all__ = ["atomic_write_bytes", "write_checkpoint", "read_checkpoint", "trainer_states", "load_trainer_states"]
 
 
 def atomic_write_bytes(path, payload):
@@ -31,20 +31,35 @@ def atomic_write_bytes(path, payload):
         raise
 
 
-def _ndarrays_to_bytes(arrays):
+def _through_file(write, read=None, payload=None):
+    """MXNet saves and loads only by file name: go through a private temporary file."""
     with tempfile.TemporaryDirectory() as folder:
-        file_name = os.path.join(folder, "arrays.nd")
-        nd.save(file_name, arrays)
+        file_name = os.path.join(folder, "payload")
+        if payload is not None:
+            with open(file_name, "wb") as handle:
+                handle.write(payload)
+            return read(file_name)
+        write(file_name)
         with open(file_name, "rb") as handle:
             return handle.read()
 
 
+def _ndarrays_to_bytes(arrays):
+    return _through_file(lambda name: nd.save(name, arrays))
+
+
 def _bytes_to_ndarrays(payload):
-    with tempfile.TemporaryDirectory() as folder:
-        file_name = os.path.join(folder, "arrays.nd")
-        with open(file_name, "wb") as handle:
-            handle.write(payload)
-        return nd.load(file_name)
+    return _through_file(None, nd.load, payload)
+
+
+def trainer_states(trainer):
+    """The optimizer state of a ``gluon.Trainer`` as bytes (``Trainer.save_states``)."""
+    return _through_file(trainer.save_states)
+
+
+def load_trainer_states(trainer, payload):
+    """Restore bytes from :func:`trainer_states` into a ``gluon.Trainer``."""
+    _through_file(None, trainer.load_states, payload)
 
 
 def write_checkpoint(path, arrays, metadata, optimizer_states=None):

@@ -5,7 +5,6 @@ sample eps -> w = mu + softplus(rho) * eps -> overwrite the net's parameters wit
 forward -> Eq. (8) cost -> backward -> update mu and rho.
 """
 import logging
-import math
 import time
 import warnings
 
@@ -14,7 +13,7 @@ import mxnet as mx
 from mxnet import autograd, gluon, nd
 from tqdm.auto import tqdm
 
-from .checkpoint import read_checkpoint, write_checkpoint
+from .checkpoint import load_trainer_states, read_checkpoint, trainer_states, write_checkpoint
 from .context import resolve_context
 from .loss import BBBLoss
 from .posterior import GaussianNoise, VariationalPosterior, assign_arrays
@@ -393,7 +392,7 @@ class BBBTrainer:
             "shapes": [list(s) for s in self.posterior.shapes],
             "noise_state": self.noise.get_state(),
         }
-        write_checkpoint(path, arrays, metadata, _optimizer_states(self.trainer))
+        write_checkpoint(path, arrays, metadata, trainer_states(self.trainer))
 
     def load(self, path):
         """Restore a checkpoint written by :meth:`save` into this trainer.
@@ -422,7 +421,7 @@ class BBBTrainer:
             if self.hybridize:
                 self.loss.hybridize()  # drops the cached graph built with the old prior
         if states is not None:
-            _load_optimizer_states(self.trainer, states)
+            load_trainer_states(self.trainer, states)
         self.noise.set_state(metadata["noise_state"])
         self.epoch = int(metadata["epoch"])
         self.history = list(metadata["history"])
@@ -432,23 +431,3 @@ class BBBTrainer:
 
 def _mean(arrays):
     return arrays[0] if len(arrays) == 1 else nd.add_n(*arrays) / len(arrays)
-
-
-def _optimizer_states(trainer):
-    import os
-    import tempfile
-    with tempfile.TemporaryDirectory() as folder:
-        file_name = os.path.join(folder, "states")
-        trainer.save_states(file_name)
-        with open(file_name, "rb") as handle:
-            return handle.read()
-
-
-def _load_optimizer_states(trainer, payload):
-    import os
-    import tempfile
-    with tempfile.TemporaryDirectory() as folder:
-        file_name = os.path.join(folder, "states")
-        with open(file_name, "wb") as handle:
-            handle.write(payload)
-        trainer.load_states(file_name)
