@@ -48,13 +48,7 @@ def softplus(F, rho):
     s = F.Activation(rho, act_type="sigmoid")
     series = s * (1.0 + s * (0.5 + s * (1.0 / 3.0 + s * (0.25 + s * 0.2))))
     fast = F.Activation(rho, act_type="softrelu")
-    value = F.BlockGrad(F.where(rho > _SOFTPLUS_SERIES_BELOW, fast, series))
-    # d softplus / d rho = sigmoid(rho) = s, exactly. Rather than differentiate the piecewise
-    # expression above (about 20 backward kernels), add a term that is 0 in value and has
-    # gradient s: s * (rho - rho), with both the s and the second rho held constant.
-    # broadcast_* rather than +/-: see the note on elemwise_add in posterior.py.
-    zero_with_gradient = F.BlockGrad(s) * F.broadcast_sub(rho, F.BlockGrad(rho))
-    return F.broadcast_add(value, zero_with_gradient)
+    return F.where(rho > _SOFTPLUS_SERIES_BELOW, fast, series)
 
 
 def gaussian_log_density(F, x, sigma):
