@@ -75,8 +75,7 @@ class BBBTrainer:
             raise TypeError(f"net must be a gluon Block, got {type(net).__name__}")
         if not isinstance(loss, BBBLoss):
             raise TypeError(f"loss must be a gluon_bbb.BBBLoss, got {type(loss).__name__}")
-        if isinstance(num_samples, bool) or not isinstance(num_samples, (int, np.integer)) or num_samples < 1:
-            raise ValueError(f"num_samples must be an integer >= 1, got {num_samples!r}")
+        _check_count("num_samples", num_samples, minimum=1)
         kl_weights(kl_weighting, 1)  # validates the scheme name
         self.net, self.loss = net, loss
         self.ctx = resolve_context(ctx)
@@ -94,16 +93,14 @@ class BBBTrainer:
 
     # ------------------------------------------------------------------ setup
     def _setup_without_data(self):
-        params = self.net.collect_params()
-        if any(p._deferred_init or p._data is None for p in params.values()):  # noqa: SLF001
-            return  # shapes unknown until the first batch
-        self._build()
+        if all(_initialisation_state(p) == "ready" for p in self.net.collect_params().values()):
+            self._build()  # otherwise the shapes are unknown until the first batch
 
     def _ensure_setup(self, data):
         if self.posterior is not None:
             return
-        params = self.net.collect_params()
-        if any(p._data is None and not p._deferred_init for p in params.values()):  # noqa: SLF001
+        params = self.net.collect_params().values()
+        if any(_initialisation_state(p) == "uninitialised" for p in params):
             self.net.initialize(ctx=self.ctx)
         self._forward_checked(data)  # finishes deferred initialisation
         self._build()
@@ -329,8 +326,7 @@ class BBBTrainer:
         return self._predict_batches([data.as_in_context(self.ctx)], num_samples)[0]
 
     def _predict_batches(self, batches, num_samples):
-        if isinstance(num_samples, bool) or not isinstance(num_samples, (int, np.integer)) or num_samples < 0:
-            raise ValueError(f"num_samples must be an integer >= 0, got {num_samples!r}")
+        _check_count("num_samples", num_samples, minimum=0)
         self._ensure_setup(batches[0])
         if num_samples == 0:
             self.set_mean()
@@ -427,6 +423,24 @@ class BBBTrainer:
         self.history = list(metadata["history"])
         self.set_mean()
         return metadata
+
+
+def _check_count(name, value, minimum):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def _initialisation_state(param):
+    """'ready', 'deferred' (shape known after a forward pass) or 'uninitialised', via public API."""
+    try:
+        param.list_ctx()
+    except RuntimeError:
+        return "uninitialised"
+    try:
+        param.data()
+    except gluon.parameter.DeferredInitializationError:
+        return "deferred"
+    return "ready"
 
 
 def _mean(arrays):
