@@ -8,6 +8,8 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     packages=find_packages(include=["gluon_bbb", "gluon_bbb.*"]),
+    # The fused operator's C++ source; it is compiled on first use, never shipped built.
+    package_data={"gluon_bbb": ["_ext/*.cc"]},
     python_requires=">=3.7",
     install_requires=[
         "mxnet==1.9.1",

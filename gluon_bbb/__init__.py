@@ -16,6 +16,7 @@ Quick start::
     trainer.fit(loaders["train"], num_epochs=10, eval_data=loaders["test"])
 """
 from . import data
+from . import baselines, plots, pruning
 from .context import resolve_context
 from .loss import BBBLoss
 from .posterior import VariationalPosterior, assign_arrays
@@ -33,8 +34,11 @@ __all__ = [
     "ScaleMixturePrior",
     "VariationalPosterior",
     "assign_arrays",
+    "baselines",
     "data",
     "kl_weights",
+    "plots",
     "prior_from_config",
+    "pruning",
     "resolve_context",
 ]

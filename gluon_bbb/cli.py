@@ -1,15 +1,20 @@
-"""The ``gluon-bbb`` command line: train an MLP with Bayes by Backprop, evaluate a run.
+"""The ``gluon-bbb`` command line: train an MLP with Bayes by Backprop, evaluate, prune and
+plot a run.
 
 Examples::
 
     gluon-bbb train --dataset mnist --hidden 400 400 --epochs 10
     gluon-bbb train --output-dir runs/a --epochs 20 --resume     # continue runs/a
     gluon-bbb evaluate runs/a --num-samples 100
+    gluon-bbb prune runs/a --fractions 0 0.5 0.75 0.95 0.98 --method snr naive
+    gluon-bbb plot runs/a
 
 A run folder holds ``config.json`` (the options), ``checkpoint.bbb`` (written after every
-epoch), ``train.log`` and, when training is finished, ``metrics.json``.
+epoch), ``train.log`` and, when training is finished, ``metrics.json``. ``prune`` adds
+``pruning.json`` and ``pruning.md`` (the paper's Table 2), ``plot`` the PNG figures.
 """
 import argparse
+import io
 import json
 import logging
 import math
@@ -21,7 +26,7 @@ import mxnet as mx
 import numpy as np
 from mxnet import nd
 
-from . import __version__, data, models
+from . import __version__, data, models, plots, pruning
 from .checkpoint import atomic_write_bytes
 from .context import resolve_context
 from .loss import BBBLoss
@@ -35,6 +40,14 @@ CHECKPOINT = "checkpoint.bbb"
 CONFIG = "config.json"
 METRICS = "metrics.json"
 LOG = "train.log"
+PRUNING_JSON = "pruning.json"
+PRUNING_MD = "pruning.md"
+FIGURES = {
+    "training": "training_curves.png",
+    "snr": "snr_density.png",
+    "weights": "weight_density.png",
+    "pruning": "pruning_curve.png",
+}
 INPUT_SIZE = 784
 MC_SAMPLES = 10
 
@@ -55,8 +68,19 @@ def _number(kind, low, inclusive):
     return parse
 
 
+def _fraction(text):
+    """An argparse type: a float in [0, 1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid float value: {text!r}") from None
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be a fraction in [0, 1), got {text}")
+    return value
+
+
 def build_parser():
-    """The argument parser of ``gluon-bbb`` with its ``train`` and ``evaluate`` subcommands."""
+    """The argument parser of ``gluon-bbb`` and its train, evaluate, prune and plot commands."""
     parser = argparse.ArgumentParser(prog=PROG, description="Bayes by Backprop for MXNet Gluon.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -105,6 +129,26 @@ def build_parser():
                           help="weight samples of the Monte Carlo average")
     _add_common(evaluate)
     evaluate.set_defaults(func=evaluate_command)
+
+    prune = commands.add_parser(
+        "prune", help="test error after removing weights (Table 2); writes pruning.json/.md",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    prune.add_argument("run_dir", metavar="RUN_DIR", help="folder written by 'train'")
+    prune.add_argument("--fractions", type=_fraction, nargs="+",
+                       default=list(pruning.DEFAULT_FRACTIONS), metavar="FRACTION",
+                       help="proportions of the weights to remove, each in [0, 1)")
+    prune.add_argument("--method", dest="methods", choices=pruning.METHODS, nargs="+",
+                       default=list(pruning.METHODS),
+                       help="remove the lowest signal-to-noise ratio |mu|/sigma, or the "
+                            "lowest |mu|, first")
+    _add_common(prune)
+    prune.set_defaults(func=prune_command)
+
+    plot = commands.add_parser("plot", help="PNG figures of a run, written into RUN_DIR",
+                               formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    plot.add_argument("run_dir", metavar="RUN_DIR", help="folder written by 'train'")
+    plot.add_argument("--ctx", default="cpu", help="'cpu', 'gpu' or 'gpu(i)'")
+    plot.set_defaults(func=plot_command)
     return parser
 
 
@@ -251,28 +295,95 @@ def _warn_about_changed_options(config_path, config):
 
 
 # ---------------------------------------------------------------------------- evaluate
-def evaluate_command(args):
-    """``gluon-bbb evaluate``: returns the exit code."""
-    config_path = os.path.join(args.run_dir, CONFIG)
+def _read_config(run_dir):
+    """The ``config.json`` of a run folder, or a FileNotFoundError that says what is wrong."""
+    config_path = os.path.join(run_dir, CONFIG)
     if not os.path.isfile(config_path):
-        raise FileNotFoundError(f"{config_path} not found: is {args.run_dir} a folder written "
+        raise FileNotFoundError(f"{config_path} not found: is {run_dir} a folder written "
                                 f"by '{PROG} train'?")
     with open(config_path, encoding="utf-8") as handle:
-        config = json.load(handle)
+        return json.load(handle)
+
+
+def _load_run(args, with_test_data=True):
+    """The configuration, the trainer restored from the checkpoint, and the test loader."""
+    config = _read_config(args.run_dir)
     ctx = resolve_context(args.ctx)
     mx.random.seed(config["seed"])
     np.random.seed(config["seed"])
-    test = data.get_loaders(config["dataset"], batch_size=config["batch_size"],
-                            data_dir=args.data_dir or config["data_dir"],
-                            preprocessing=config["preprocessing"],
-                            subset=config["subset"], ctx=ctx)["test"]
+    test = None
+    if with_test_data:
+        test = data.get_loaders(config["dataset"], batch_size=config["batch_size"],
+                                data_dir=args.data_dir or config["data_dir"],
+                                preprocessing=config["preprocessing"],
+                                subset=config["subset"], ctx=ctx)["test"]
     trainer = make_trainer(config, ctx)
     trainer.load(os.path.join(args.run_dir, CHECKPOINT))
+    return config, trainer, test
+
+
+def evaluate_command(args):
+    """``gluon-bbb evaluate``: returns the exit code."""
+    _, trainer, test = _load_run(args)
     mean_error = trainer.evaluate(test, num_samples=0)
     mc_error = trainer.evaluate(test, num_samples=args.num_samples)
     print(f"{args.run_dir} (epoch {trainer.epoch}, {test.num_examples} test examples)")
     print(_result_line(mean_error, mc_error, args.num_samples))
     return 0
+
+
+# ---------------------------------------------------------------------------- prune
+def prune_command(args):
+    """``gluon-bbb prune``: prints the pruning table and writes pruning.json and pruning.md."""
+    _, trainer, test = _load_run(args)
+    table = pruning.pruning_table(trainer, test, fractions=args.fractions, methods=args.methods)
+    _write_json(os.path.join(args.run_dir, PRUNING_JSON), {
+        "epoch": trainer.epoch,
+        "num_test_examples": test.num_examples,
+        "rows": list(table),
+    })
+    heading = (f"Posterior-mean test error of {args.run_dir} (epoch {trainer.epoch}, "
+               f"{test.num_examples} test examples) with weights removed; biases are kept.")
+    text = f"{heading}\n\n{table.to_markdown()}\n"
+    atomic_write_bytes(os.path.join(args.run_dir, PRUNING_MD), text.encode("utf-8"))
+    print(text, end="")
+    return 0
+
+
+# ---------------------------------------------------------------------------- plot
+def plot_command(args):
+    """``gluon-bbb plot``: writes the run's figures as PNGs into its folder."""
+    config, trainer, _ = _load_run(args, with_test_data=False)
+    figures, cutoffs = {}, None
+    pruning_path = os.path.join(args.run_dir, PRUNING_JSON)
+    if os.path.isfile(pruning_path):
+        with open(pruning_path, encoding="utf-8") as handle:
+            saved = json.load(handle)
+        rows = saved.get("rows") if isinstance(saved, dict) else None
+        try:
+            figures["pruning"] = plots.pruning_curve(rows)
+        except ValueError as error:
+            raise ValueError(f"{pruning_path} is not a pruning table ({error}): run "
+                             f"'{PROG} prune' again") from None
+        cutoffs = sorted({row["fraction"] for row in rows if 0 < row["fraction"] < 1}) or None
+    mu, _ = pruning.posterior_parameters(trainer)
+    figures["training"] = plots.training_curves(trainer.history)
+    figures["snr"] = plots.log_snr_density(pruning.signal_to_noise(trainer), cutoffs=cutoffs)
+    figures["weights"] = plots.weight_densities({
+        "posterior sample": pruning.sample_weights(trainer, 1, seed=config["seed"]),
+        "posterior mean": mu,
+    })
+    for key, figure in figures.items():
+        path = os.path.join(args.run_dir, FIGURES[key])
+        _save_figure(figure, path)
+        print(path)
+    return 0
+
+
+def _save_figure(figure, path):
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=120)
+    atomic_write_bytes(path, buffer.getvalue())
 
 
 # ---------------------------------------------------------------------------- helpers

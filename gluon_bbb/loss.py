@@ -3,7 +3,7 @@ import math
 
 from mxnet import gluon
 
-from ._math import LOG_SQRT_2PI, sum_of_squares, total
+from ._math import LOG_SQRT_2PI, softplus, sum_of_squares, total
 from .priors import Prior
 
 __all__ = ["BBBLoss", "LIKELIHOODS"]
@@ -29,19 +29,26 @@ class BBBLoss(gluon.loss.Loss):
     likelihood : {'softmax', 'gaussian'}
         'softmax': categorical likelihood on the logits ``pred`` (classification; ``label``
         holds class indices). 'gaussian': N(label; pred, noise_sigma^2) (regression).
-    noise_sigma : float
-        Standard deviation of the Gaussian likelihood; ignored for 'softmax'.
+    noise_sigma : float or None
+        Standard deviation of the Gaussian likelihood (known noise); ignored for 'softmax'.
+        None learns the noise: the network outputs 2 * D columns, the D means followed by
+        D raw scales s, and the likelihood is N(label; mean, softplus(s)^2).
 
     Inputs
     ------
     pred : (batch_size, num_outputs)
         Network output for the sampled weights.
-    label : (batch_size,) for 'softmax'; same shape as ``pred`` for 'gaussian'.
+    label : (batch_size,) for 'softmax'; same shape as ``pred`` for 'gaussian' with a known
+        ``noise_sigma``, as its first half (the means) with ``noise_sigma=None``.
     kl_weight : (1,)
         The minibatch's weight pi_i of the complexity cost (1/M, or Eq. (9)).
-    weights, sigmas, epsilons : lists of K arrays
-        For each of the K weight tensors: the sample w, its posterior standard deviation
-        sigma = softplus(rho) and the standard normal noise eps with w = mu + sigma * eps.
+    *complexity_inputs : either ``weights, sigmas, epsilons`` or ``complexity``
+        ``weights, sigmas, epsilons`` are lists of K arrays: for each of the K weight tensors
+        the sample w, its posterior standard deviation sigma = softplus(rho) and the standard
+        normal noise eps with w = mu + sigma * eps; the loss computes the complexity from
+        them. Alternatively one (1,) array holding log q(w | theta) - log P(w) already summed,
+        as the fused operator (:mod:`gluon_bbb.fused`) returns it. A hybridized loss keeps
+        the calling convention of its first call.
 
     Outputs
     -------
@@ -59,9 +66,11 @@ class BBBLoss(gluon.loss.Loss):
             raise TypeError(f"prior must be a GaussianPrior or ScaleMixturePrior, got {prior!r}")
         if likelihood not in LIKELIHOODS:
             raise ValueError(f"unknown likelihood {likelihood!r}; expected one of {LIKELIHOODS}")
-        noise_sigma = float(noise_sigma)
-        if not (noise_sigma > 0 and math.isfinite(noise_sigma)):
-            raise ValueError(f"noise_sigma must be a positive finite number, got {noise_sigma!r}")
+        if noise_sigma is not None:
+            noise_sigma = float(noise_sigma)
+            if not (noise_sigma > 0 and math.isfinite(noise_sigma)):
+                raise ValueError(
+                    f"noise_sigma must be a positive finite number or None, got {noise_sigma!r}")
         self.prior = prior
         self.likelihood = likelihood
         self.noise_sigma = noise_sigma
@@ -71,6 +80,8 @@ class BBBLoss(gluon.loss.Loss):
         if self.likelihood == "softmax":
             log_probs = F.log_softmax(pred, axis=-1)
             return -F.sum(F.pick(log_probs, label, axis=-1), axis=0, keepdims=True).reshape((1,))
+        if self.noise_sigma is None:
+            return _learned_noise_nll(F, pred, label)
         # broadcast_sub: see the note on elemwise_add in posterior.py.
         residual = F.broadcast_sub(pred, F.reshape_like(label, pred)) * (1.0 / self.noise_sigma)
         per_value = 0.5 * F.square(residual) + (math.log(self.noise_sigma) + LOG_SQRT_2PI)
@@ -85,8 +96,23 @@ class BBBLoss(gluon.loss.Loss):
             log_prior.append(self.prior.sum_log_prob(w, F))
         return F.add_n(*log_q) - F.add_n(*log_prior)
 
-    def hybrid_forward(self, F, pred, label, kl_weight, weights, sigmas, epsilons):
+    def hybrid_forward(self, F, pred, label, kl_weight, *complexity_inputs):
         nll = self.negative_log_likelihood(F, pred, label)
-        complexity = self.complexity(F, weights, sigmas, epsilons)
+        if len(complexity_inputs) == 1:
+            complexity = complexity_inputs[0]
+        elif len(complexity_inputs) == 3:
+            complexity = self.complexity(F, *complexity_inputs)
+        else:
+            raise TypeError("BBBLoss expects (pred, label, kl_weight, weights, sigmas, epsilons) "
+                            "or (pred, label, kl_weight, complexity)")
         cost = kl_weight * complexity + nll
         return cost, nll, complexity
+
+
+def _learned_noise_nll(F, pred, label):
+    """-sum log N(label; mean, softplus(s)^2) where ``pred`` holds [mean | s] along its last axis."""
+    mean, raw_scale = F.split(pred, num_outputs=2, axis=-1)
+    sigma = softplus(F, raw_scale)
+    residual = F.broadcast_sub(mean, F.reshape_like(label, mean)) / sigma
+    per_value = 0.5 * F.square(residual) + F.log(sigma) + LOG_SQRT_2PI
+    return F.sum(per_value).reshape((1,))

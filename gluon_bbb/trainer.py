@@ -3,6 +3,11 @@
 The data path of one step, in :meth:`BBBTrainer.step`, reads top to bottom:
 sample eps -> w = mu + softplus(rho) * eps -> overwrite the net's parameters with w ->
 forward -> Eq. (8) cost -> backward -> update mu and rho.
+
+The sampling step and the complexity part of Eq. (8) run either in the fused C++ operator
+(:mod:`gluon_bbb.fused`, on the CPU when it builds) or in the pure-MXNet path
+(:class:`~gluon_bbb.posterior.VariationalPosterior` and :meth:`BBBLoss.complexity`). Both give
+the same values and gradients; ``trainer.fused`` and ``trainer.fused_reason`` say which runs.
 """
 import logging
 import time
@@ -15,6 +20,7 @@ from tqdm.auto import tqdm
 
 from .checkpoint import load_trainer_states, read_checkpoint, trainer_states, write_checkpoint
 from .context import resolve_context
+from .fused import FusedAdam, finite_guard, fused_status, variational_sample
 from .loss import BBBLoss
 from .posterior import GaussianNoise, VariationalPosterior, assign_arrays
 from .priors import prior_from_config
@@ -53,9 +59,16 @@ class BBBTrainer:
     mu_init, rho_init
         See :class:`~gluon_bbb.posterior.VariationalPosterior`.
     seed : int, optional
-        Seeds the noise eps; by default it is drawn from MXNet's generator.
+        Seeds the noise eps; by default it is drawn from MXNet's generator. On the fused
+        path, :meth:`fit` reseeds MXNet's CPU generator from (seed, epoch) at the start of
+        every epoch, so a resumed run draws the same noise as an uninterrupted one.
     hybridize : bool
         Hybridize the network (if it is a HybridBlock), the posterior and the loss.
+    fused : bool or None
+        None (default): use the fused C++ operator when it is available (CPU context,
+        float32/float64, a compiler, ``GLUON_BBB_FUSED`` not 0), else fall back to the
+        pure-MXNet path with a logged reason. False: always the pure-MXNet path. True:
+        require the fused operator (RuntimeError if it is unavailable).
 
     Attributes
     ----------
@@ -66,11 +79,15 @@ class BBBTrainer:
         'skipped_steps', 'seconds'.
     epoch : int
         Number of completed epochs.
+    fused : bool
+        Whether steps use the fused operator (known once the network's shapes are).
+    fused_reason : str
+        Why the fused operator is not used ('' when it is).
     """
 
     def __init__(self, net, loss, optimizer="adam", optimizer_params=None, num_samples=1,
                  kl_weighting="uniform", ctx=None, mu_init="net", rho_init=-5.0, seed=None,
-                 hybridize=True):
+                 hybridize=True, fused=None):
         if not isinstance(net, gluon.Block):
             raise TypeError(f"net must be a gluon Block, got {type(net).__name__}")
         if not isinstance(loss, BBBLoss):
@@ -85,6 +102,10 @@ class BBBTrainer:
         self.kl_weighting = kl_weighting
         self.mu_init, self.rho_init, self.seed = mu_init, rho_init, seed
         self.hybridize = hybridize
+        if fused not in (None, True, False):
+            raise ValueError(f"fused must be None, True or False, got {fused!r}")
+        self.fused_request = fused
+        self.fused, self.fused_reason = False, "not decided yet: the network has not seen data"
         self.posterior = None
         self.history = []
         self.epoch = 0
@@ -117,12 +138,55 @@ class BBBTrainer:
             if isinstance(self.net, gluon.HybridBlock):
                 self.net.hybridize()
         self.variational_params = list(self.posterior.collect_params().values())
-        self.trainer = gluon.Trainer(self.posterior.collect_params(), self.optimizer, self.optimizer_params)
+        self.fused, self.fused_reason = self._choose_fused_path()
+        optimizer = self.optimizer
+        if self.fused and isinstance(optimizer, str) and optimizer.lower() == "adam":
+            optimizer = FusedAdam(**self.optimizer_params)  # same rule, one pass over all tensors
+            self.trainer = gluon.Trainer(self.posterior.collect_params(), optimizer)
+        else:
+            self.trainer = gluon.Trainer(self.posterior.collect_params(), optimizer, self.optimizer_params)
         self.noise = GaussianNoise(self.posterior.shapes, self.ctx, dtype=self.posterior.dtype, seed=self.seed)
+        if self.seed is None:  # the fused path's per-epoch seeds derive from this one
+            self.seed = int(self.noise.generator.integers(0, 2**31 - 1))
         self._zeros = [nd.zeros(p.shape, ctx=self.ctx, dtype=p.dtype) for p in self.variational_params]
         self._ones = [nd.ones((int(np.prod(p.shape)),), ctx=self.ctx, dtype=p.dtype)
                       for p in self.variational_params]
         self.set_mean()
+
+    def _choose_fused_path(self):
+        """(use_fused, reason_if_not); logs the reason when falling back."""
+        if self.fused_request is False:
+            return False, "fused=False was requested"
+        if self.ctx.device_type != "cpu":
+            reason = f"the fused operator runs on the CPU only, the context is {self.ctx}"
+        elif self.posterior.dtype not in ("float32", "float64"):
+            reason = f"the fused operator supports float32 and float64, not {self.posterior.dtype}"
+        elif any(p.grad_req == "add" for p in self.variational_params):
+            reason = "the fused operator cannot accumulate gradients (grad_req='add')"
+        else:
+            reason = fused_status().reason
+        if not reason:
+            return True, ""
+        if self.fused_request:
+            raise RuntimeError(f"fused=True, but {reason}")
+        logger.warning("gluon_bbb: using the pure-MXNet path: %s", reason)
+        return False, reason
+
+    def _sample(self):
+        """Steps 1-2 for every weight tensor: eps ~ N(0, I), w = mu + softplus(rho) * eps.
+
+        Returns the K samples w and what BBBLoss needs for the complexity of Eq. (8): the
+        fused operator's summed complexity, or (weights, sigmas, epsilons).
+        """
+        if self.fused:
+            mus = [mu.data() for mu in self.posterior.mus]
+            rhos = [rho.data() for rho in self.posterior.rhos]
+            weights, complexity, _ = variational_sample(mus, rhos, self.loss.prior)
+            return weights, (complexity,)
+        epsilons = self.noise.sample()
+        outputs = self.posterior(*epsilons)
+        weights, sigmas = outputs[:len(epsilons)], outputs[len(epsilons):]
+        return weights, (weights, sigmas, epsilons)
 
     def _forward_checked(self, data):
         """net(data), turning MXNet's shape errors into a ValueError that names the input."""
@@ -169,17 +233,14 @@ class BBBTrainer:
         self._ensure_setup(data)
         if not isinstance(kl_weight, nd.NDArray):
             kl_weight = nd.array([kl_weight], ctx=self.ctx, dtype=self.posterior.dtype)
-        num_tensors = len(self.posterior.targets)
         costs, nlls, complexities = [], [], []
         with autograd.record():
             for _ in range(self.num_samples):
-                epsilons = self.noise.sample()                         # 1. eps ~ N(0, I)
-                outputs = self.posterior(*epsilons)                    # 2. w = mu + softplus(rho) * eps
-                weights, sigmas = outputs[:num_tensors], outputs[num_tensors:]
+                weights, complexity_inputs = self._sample()           # 1-2. w = mu + softplus(rho) * eps
                 assign_arrays(self.posterior.targets, weights)        # 3. the net now computes with w
                 pred = self._forward_checked(data)                     # 4. forward
                 cost, nll, complexity = self.loss(                     # 5. Eq. (8)
-                    pred, label, kl_weight, weights, sigmas, epsilons)
+                    pred, label, kl_weight, *complexity_inputs)
                 costs.append(cost)
                 nlls.append(nll)
                 complexities.append(complexity)
@@ -199,6 +260,8 @@ class BBBTrainer:
         receive NaN or inf. Returns the (1,) finite flag, 1 or 0.
         """
         grads = [param.grad() for param in self.variational_params]
+        if self.fused:
+            return finite_guard(cost, grads)  # the same check and zeroing, in one pass
         reductions = [nd.dot(g.reshape((-1,)), ones) for g, ones in zip(grads, self._ones)]
         finite = nd.contrib.isfinite(cost + 0 * nd.add_n(*reductions))
         for grad, zeros in zip(grads, self._zeros):
@@ -239,6 +302,8 @@ class BBBTrainer:
         pis = nd.array(kl_weights(self.kl_weighting, num_batches), ctx=self.ctx, dtype=dtype)
         for epoch in range(self.epoch, int(num_epochs)):
             start = time.time()
+            if self.fused:  # the operator draws eps from MXNet's generator: reseed per epoch
+                mx.random.seed(_epoch_seed(self.seed, epoch), ctx=mx.cpu())
             sums = nd.zeros((3,), ctx=self.ctx, dtype=dtype)  # cost, nll, weighted complexity
             counts = nd.zeros((3,), ctx=self.ctx, dtype=dtype)  # mistakes, skipped steps, bad labels
             num_examples = 0
@@ -333,7 +398,10 @@ class BBBTrainer:
             return [nd.softmax(self._forward_checked(x), axis=-1) for x in batches]
         sums = [None] * len(batches)
         for _ in range(num_samples):  # one weight sample serves every batch
-            self.posterior.set_sample(self.noise.sample())
+            if self.fused:
+                assign_arrays(self.posterior.targets, self._sample()[0])
+            else:
+                self.posterior.set_sample(self.noise.sample())
             for j, x in enumerate(batches):
                 probs = nd.softmax(self._forward_checked(x), axis=-1)
                 sums[j] = probs if sums[j] is None else sums[j] + probs
@@ -387,6 +455,7 @@ class BBBTrainer:
             "parameter_names": self.posterior.names,
             "shapes": [list(s) for s in self.posterior.shapes],
             "noise_state": self.noise.get_state(),
+            "seed": self.seed,
         }
         write_checkpoint(path, arrays, metadata, trainer_states(self.trainer))
 
@@ -419,6 +488,7 @@ class BBBTrainer:
         if states is not None:
             load_trainer_states(self.trainer, states)
         self.noise.set_state(metadata["noise_state"])
+        self.seed = int(metadata.get("seed", self.seed))
         self.epoch = int(metadata["epoch"])
         self.history = list(metadata["history"])
         self.set_mean()
@@ -441,6 +511,11 @@ def _initialisation_state(param):
     except gluon.parameter.DeferredInitializationError:
         return "deferred"
     return "ready"
+
+
+def _epoch_seed(seed, epoch):
+    """A seed for epoch ``epoch`` of a run seeded with ``seed``, the same on every resume."""
+    return int(np.random.SeedSequence([int(seed), int(epoch)]).generate_state(1)[0] % (2**31 - 1))
 
 
 def _mean(arrays):

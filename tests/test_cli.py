@@ -113,6 +113,35 @@ def test_evaluate_prints_the_test_error_of_a_run(run_dir, capsys):
     assert f"{100 * metrics['test_error_mean']:.2f}% (posterior mean)" in last
 
 
+@needs_mnist
+def test_prune_writes_the_table_and_plot_writes_the_figures(run_dir, tmp_path, capsys):
+    run = _copy(run_dir, tmp_path)
+    assert main(["plot", str(run)]) == 0  # before pruning: no pruning curve
+    figures = ["training_curves.png", "snr_density.png", "weight_density.png"]
+    assert capsys.readouterr().out.split() == [str(run / name) for name in figures]
+    assert not (run / "pruning_curve.png").exists()
+
+    assert main(["prune", str(run), "--fractions", "0", "0.5", "--method", "snr", "naive"]) == 0
+    printed = capsys.readouterr().out
+    saved = json.loads((run / "pruning.json").read_text())
+    rows = saved["rows"]
+    assert [(r["method"], r["fraction"]) for r in rows] == [
+        ("snr", 0.0), ("snr", 0.5), ("naive", 0.0), ("naive", 0.5)]
+    num_weights = 784 * 32 + 32 * 10  # biases are kept and not counted
+    assert all(r["num_weights"] == num_weights for r in rows)
+    assert [r["num_nonzero"] for r in rows if r["fraction"] == 0.5] == [num_weights // 2] * 2
+    # nothing removed: the posterior-mean error measured at the end of training
+    test_error_mean = json.loads((run / "metrics.json").read_text())["test_error_mean"]
+    assert [r["test_error"] for r in rows if r["fraction"] == 0] == [test_error_mean] * 2
+    markdown = (run / "pruning.md").read_text()
+    assert markdown in printed
+    assert "| 50% | naive | 12,704 |" in markdown
+
+    assert main(["plot", str(run)]) == 0
+    for name in figures + ["pruning_curve.png"]:
+        assert (run / name).read_bytes().startswith(b"\x89PNG"), name
+
+
 @pytest.mark.parametrize("args, message", [
     (["train", "--ctx", "gpu(3)"], "gpu(3) is not available"),
     (["train", "--data-dir", "/nonexistent"], "/nonexistent"),
@@ -121,6 +150,8 @@ def test_evaluate_prints_the_test_error_of_a_run(run_dir, capsys):
     (["train", "--prior", "gaussian", "--sigma", "0"], "sigma must be a positive"),
     (["train", "--optimizer", "bogus"], "unknown optimizer 'bogus'"),
     (["evaluate", "/nonexistent/run"], "config.json not found"),
+    (["prune", "/nonexistent/run"], "config.json not found"),
+    (["plot", "/nonexistent/run"], "config.json not found"),
 ])
 def test_user_errors_exit_2_with_one_clear_message(args, message, tmp_path, capsys):
     code = main(args + ["--output-dir", str(tmp_path / "run")] if args[0] == "train" else args)
@@ -138,7 +169,10 @@ def test_missing_gpu_is_a_one_line_error(capsys):
 
 
 @pytest.mark.parametrize("args", [[], ["train", "--hidden", "0"], ["train", "--epochs", "x"],
-                                  ["train", "--prior", "laplace"], ["fit"]])
+                                  ["train", "--prior", "laplace"], ["fit"],
+                                  ["prune", "run", "--fractions", "1"],
+                                  ["prune", "run", "--fractions", "-0.1"],
+                                  ["prune", "run", "--method", "random"], ["plot"]])
 def test_usage_errors_exit_2(args, capsys):
     assert main(args) == 2
     assert "usage: gluon-bbb" in capsys.readouterr().err
@@ -154,7 +188,7 @@ def test_python_dash_m_help():
     result = subprocess.run([sys.executable, "-m", "gluon_bbb", "--help"],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    assert "train" in result.stdout and "evaluate" in result.stdout
+    assert all(command in result.stdout for command in ("train", "evaluate", "prune", "plot"))
 
 
 def test_python_dash_m_exit_code_without_traceback():

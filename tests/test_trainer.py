@@ -1,4 +1,7 @@
-"""BBBTrainer on small synthetic problems: training, reproducibility, robustness, checkpoints."""
+"""BBBTrainer on small synthetic problems: training, reproducibility, robustness, checkpoints.
+
+Every test runs twice: on the fused C++ operator and on the pure-MXNet path.
+"""
 import math
 import os
 import warnings
@@ -11,6 +14,8 @@ from mxnet import gluon, nd
 from gluon_bbb import BBBLoss, BBBTrainer, GaussianPrior, NonFiniteLossError, ScaleMixturePrior
 from gluon_bbb.data import ArrayLoader
 from gluon_bbb.posterior import assign_arrays
+
+from fused_paths import sampling_path  # noqa: F401 -- autouse fixture: each test runs on both paths
 
 
 def blobs(num_examples=512, num_features=8, num_classes=3, seed=0):
@@ -89,18 +94,18 @@ def test_several_samples_per_step_average_the_cost(data):
     trainer = make_trainer(num_samples=3)
     trainer._ensure_setup(x)
     state = trainer.noise.get_state()
+    mx.random.seed(99)  # the fused operator draws from MXNet's generator
     cost = trainer.step(x, y, 0.1)[0].asscalar()
     # The same seed gives the same initial mu and rho; replay the same three noise draws.
     replay = make_trainer(num_samples=3)
     replay._ensure_setup(x)
     replay.noise.set_state(state)
+    mx.random.seed(99)
     singles = []
     for _ in range(3):
-        eps = replay.noise.sample()
-        outputs = replay.posterior(*eps)
-        k = len(eps)
-        assign_arrays(replay.posterior.targets, outputs[:k])
-        singles.append(replay.loss(replay.net(x), y, nd.array([0.1]), outputs[:k], outputs[k:], eps)[0].asscalar())
+        weights, complexity_inputs = replay._sample()
+        assign_arrays(replay.posterior.targets, weights)
+        singles.append(replay.loss(replay.net(x), y, nd.array([0.1]), *complexity_inputs)[0].asscalar())
     assert len(set(singles)) == 3
     assert cost == pytest.approx(np.mean(singles), rel=1e-5)
 

@@ -1,0 +1,712 @@
+// Fused Bayes-by-Backprop variational step for MXNet 1.9 (extension library API v11).
+//
+// Three operators: `gluon_bbb_variational` (below), `gluon_bbb_finite_guard` and
+// `gluon_bbb_adam` (at the end of the file).
+//
+// Operator `gluon_bbb_variational`, over K weight tensors at once:
+//
+//   inputs   mu_1..mu_K, rho_1..rho_K [, eps_1..eps_K when eps_given=1]
+//   outputs  w_1..w_K, complexity (shape (1,)), eps_1..eps_K
+//
+//   eps ~ N(0, 1)                     drawn here from MXNet's seeded CPU random states
+//   sigma = softplus(rho) = log(1 + exp(rho))
+//   w = mu + sigma * eps              (paper, section 3.2, step 2)
+//   complexity = sum_j [log q(w_j | theta) - log P(w_j)]      (the bracket of Eq. 8)
+//   log q = -log sigma - eps^2 / 2 - log(2 pi) / 2            (reparameterised form)
+//   log P: Gaussian N(0, s^2), or the scale mixture of Eq. (7)
+//
+// The backward pass gives d/dmu and d/drho of (the net's loss through w) + g * complexity.
+//
+// Determinism: the weights are cut into chunks of kChunk values; chunk k draws its normals
+// from random state k mod 1024, and chunks sharing a state run in order on one thread. The
+// chunks' partial sums are added in chunk order. So eps and the complexity depend only on
+// the seed, never on the number of threads.
+//
+// float32 uses branch-free exp/log/sin/cos approximations (about 1-2 ulp) so the loops
+// vectorise without -ffast-math; float64 uses the C library.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "mxnet/lib_api.h"
+
+using namespace mxnet::ext;
+
+namespace {
+
+constexpr int64_t kChunk = 8192;           // values per random stream chunk (even)
+constexpr int kNumStates = MX_NUM_CPU_RANDOM_STATES;
+
+// ------------------------------------------------------------------ float32 math
+inline float bits_to_float(uint32_t bits) { float f; std::memcpy(&f, &bits, 4); return f; }
+inline uint32_t float_to_bits(float f) { uint32_t b; std::memcpy(&b, &f, 4); return b; }
+
+inline float exp_(float x) {  // Cephes-style expf; x clamped to [-86, 88]
+  x = x < -86.0f ? -86.0f : (x > 88.0f ? 88.0f : x);
+  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
+  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const int32_t shift = static_cast<int32_t>(n) << 23;
+  return bits_to_float(float_to_bits(p) + static_cast<uint32_t>(shift));
+}
+
+inline float log_(float x) {  // Cephes-style logf for positive normal x
+  const uint32_t bits = float_to_bits(x);
+  int32_t e = static_cast<int32_t>(bits >> 23) - 127;
+  float m = bits_to_float((bits & 0x007fffffu) | 0x3f800000u);  // [1, 2)
+  const bool big = m > 1.41421356237f;
+  m = big ? 0.5f * m : m;
+  e = big ? e + 1 : e;
+  const float f = m - 1.0f;
+  const float z = f * f;
+  float y = 7.0376836292e-2f;
+  y = y * f - 1.1514610310e-1f;
+  y = y * f + 1.1676998740e-1f;
+  y = y * f - 1.2420140846e-1f;
+  y = y * f + 1.4249322787e-1f;
+  y = y * f - 1.6668057665e-1f;
+  y = y * f + 2.0000714765e-1f;
+  y = y * f - 2.4999993993e-1f;
+  y = y * f + 3.3333331174e-1f;
+  y = y * f * z;
+  const float fe = static_cast<float>(e);
+  y += -2.12194440e-4f * fe;
+  y += -0.5f * z;
+  return f + y + 0.693359375f * fe;
+}
+
+inline float log1p_(float x) {  // x >= 0; exact-ratio trick keeps tiny x accurate
+  const float u = 1.0f + x;
+  const float d = u - 1.0f;
+  return d == 0.0f ? x : log_(u) * (x / d);
+}
+
+inline double exp_(double x) { return std::exp(x); }
+inline double log_(double x) { return std::log(x); }
+inline double log1p_(double x) { return std::log1p(x); }
+
+template <typename T>
+inline T softplus(T rho) {  // max(rho, 0) + log1p(exp(-|rho|))
+  const T a = rho < T(0) ? -rho : rho;
+  return (rho > T(0) ? rho : T(0)) + log1p_(exp_(-a));
+}
+
+template <typename T>
+inline T sigmoid(T rho) {
+  const T e = exp_(rho < T(0) ? rho : -rho);  // exp(-|rho|)
+  const T inv = T(1) / (T(1) + e);
+  return rho < T(0) ? e * inv : inv;
+}
+
+// ------------------------------------------------------------------ priors
+struct Prior {
+  bool mixture = false;
+  // Gaussian: log P(w) = c1 - k1 w^2. Mixture: log(exp(c1 - k1 w^2) + exp(c2 - k2 w^2)).
+  double c1 = 0, k1 = 0, c2 = 0, k2 = 0;
+};
+
+template <typename T, bool Mixture>
+struct PriorT {
+  T c1, k1, c2, k2;
+  explicit PriorT(const Prior& p) : c1(T(p.c1)), k1(T(p.k1)), c2(T(p.c2)), k2(T(p.k2)) {}
+
+  // log P(w) without the -log(2 pi)/2 constant.
+  inline T log_prob(T w) const {
+    const T w2 = w * w;
+    const T a = c1 - k1 * w2;
+    if (!Mixture) return a;
+    const T b = c2 - k2 * w2;
+    const T hi = a > b ? a : b;
+    const T gap = a > b ? b - a : a - b;  // -|a - b|
+    return hi + log1p_(exp_(gap));
+  }
+
+  // d log P(w) / dw.
+  inline T grad(T w) const {
+    if (!Mixture) return T(-2) * k1 * w;
+    const T w2 = w * w;
+    const T r1 = sigmoid((c1 - k1 * w2) - (c2 - k2 * w2));  // responsibility of component 1
+    return T(-2) * w * (r1 * k1 + (T(1) - r1) * k2);
+  }
+};
+
+// ------------------------------------------------------------------ normal noise
+inline void uniform_pair(std::mt19937& gen, float* u1, float* u2) {
+  *u1 = static_cast<float>((gen() >> 8) + 1u) * 5.9604644775390625e-8f;  // (0, 1]
+  *u2 = static_cast<float>(gen() >> 8) * 5.9604644775390625e-8f;         // [0, 1)
+}
+
+inline double uniform53(std::mt19937& gen) {  // [0, 1) with 53 random bits
+  const uint64_t a = gen() >> 5, b = gen() >> 6;
+  return static_cast<double>((a << 26) | b) * 1.1102230246251565e-16;
+}
+
+inline void uniform_pair(std::mt19937& gen, double* u1, double* u2) {
+  *u1 = 1.0 - uniform53(gen);  // (0, 1]
+  *u2 = uniform53(gen);
+}
+
+// Box-Muller with the angle 2 pi u2 split into a quadrant and an offset in [-pi/4, pi/4):
+// polynomial sin/cos there are accurate to 2e-9. The angle is still uniform on the circle.
+inline void box_muller(float u1, float u2, float* z0, float* z1) {
+  const float r = std::sqrt(-2.0f * log_(u1));
+  const float t = 4.0f * u2;
+  const float quadrant = std::floor(t);
+  const float a = (t - quadrant - 0.5f) * 1.57079632679489662f;
+  const float a2 = a * a;
+  const float s = a * (1.0f + a2 * (-1.6666667163e-1f + a2 * (8.3333337680e-3f +
+                  a2 * (-1.9841270114e-4f + a2 * 2.7557314297e-6f))));
+  const float c = 1.0f + a2 * (-0.5f + a2 * (4.1666667908e-2f + a2 * (-1.3888889225e-3f +
+                  a2 * (2.4801587642e-5f - a2 * 2.7557314297e-7f))));
+  const int q = static_cast<int>(quadrant);
+  const float cq = q == 0 ? c : (q == 1 ? -s : (q == 2 ? -c : s));
+  const float sq = q == 0 ? s : (q == 1 ? c : (q == 2 ? -s : -c));
+  *z0 = r * cq;
+  *z1 = r * sq;
+}
+
+inline void box_muller(double u1, double u2, double* z0, double* z1) {
+  const double r = std::sqrt(-2.0 * std::log(u1));
+  const double theta = 6.28318530717958647692 * u2;
+  *z0 = r * std::cos(theta);
+  *z1 = r * std::sin(theta);
+}
+
+// Fills eps[0, n) (n <= kChunk) with standard normals from one generator.
+template <typename T>
+void fill_normal(std::mt19937& gen, T* eps, int64_t n, T* u1, T* u2) {
+  const int64_t pairs = (n + 1) / 2;
+  for (int64_t i = 0; i < pairs; ++i) uniform_pair(gen, &u1[i], &u2[i]);
+#pragma omp simd
+  for (int64_t i = 0; i < pairs; ++i) box_muller(u1[i], u2[i], &u1[i], &u2[i]);
+  for (int64_t i = 0; i < n / 2; ++i) {
+    eps[2 * i] = u1[i];
+    eps[2 * i + 1] = u2[i];
+  }
+  if (n % 2) eps[n - 1] = u1[pairs - 1];
+}
+
+// ------------------------------------------------------------------ chunks
+struct Chunk {
+  int tensor;
+  int64_t begin, size;
+};
+
+std::vector<Chunk> make_chunks(const std::vector<int64_t>& sizes) {
+  std::vector<Chunk> chunks;
+  for (size_t t = 0; t < sizes.size(); ++t)
+    for (int64_t b = 0; b < sizes[t]; b += kChunk)
+      chunks.push_back({static_cast<int>(t), b, std::min(kChunk, sizes[t] - b)});
+  return chunks;
+}
+
+int num_threads_for(size_t work_items) {
+#ifdef _OPENMP
+  return static_cast<int>(std::max<size_t>(1, std::min<size_t>(omp_get_max_threads(), work_items)));
+#else
+  return 1;
+#endif
+}
+
+// sum_j [-log sigma_j - eps_j^2 / 2 - log P(w_j)] over one chunk, also writing w.
+template <typename T, bool Mixture>
+double forward_chunk(const PriorT<T, Mixture>& prior, const T* mu, const T* rho, const T* eps, T* w,
+                     int64_t n) {
+  T acc = T(0);
+#pragma omp simd reduction(+ : acc)
+  for (int64_t i = 0; i < n; ++i) {
+    const T sigma = softplus(rho[i]);
+    const T wi = mu[i] + sigma * eps[i];
+    w[i] = wi;
+    acc += -log_(sigma) - T(0.5) * eps[i] * eps[i] - prior.log_prob(wi);
+  }
+  return static_cast<double>(acc);
+}
+
+template <typename T, bool Mixture>
+void backward_chunk(const PriorT<T, Mixture>& prior, T g_complexity, const T* g_w, const T* rho,
+                    const T* eps, const T* w, T* g_mu, T* g_rho, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const T sigma = softplus(rho[i]);
+    const T prior_grad = prior.grad(w[i]);
+    const T gw = g_w ? g_w[i] : T(0);
+    g_mu[i] = gw - g_complexity * prior_grad;
+    // d sigma / d rho = sigmoid(rho); d complexity / d sigma = -1/sigma - prior_grad * eps
+    g_rho[i] = sigmoid(rho[i]) * (gw * eps[i] + g_complexity * (-T(1) / sigma - prior_grad * eps[i]));
+  }
+}
+
+// ------------------------------------------------------------------ attributes
+struct Attrs {
+  int num_tensors = 0;
+  bool eps_given = false;
+  Prior prior;
+};
+
+bool get_double(const std::unordered_map<std::string, std::string>& attrs, const char* key,
+                double* out) {
+  auto it = attrs.find(key);
+  if (it == attrs.end()) return false;
+  try {
+    size_t used = 0;
+    *out = std::stod(it->second, &used);
+    return used == it->second.size();
+  } catch (...) {
+    return false;
+  }
+}
+
+MXReturnValue parse(const std::unordered_map<std::string, std::string>& attrs, Attrs* out) {
+  double value = 0;
+  if (!get_double(attrs, "num_tensors", &value) || value < 1 || value != std::floor(value)) {
+    MX_ERROR_MSG << "gluon_bbb_variational: attribute num_tensors must be a positive integer";
+    return MX_FAIL;
+  }
+  out->num_tensors = static_cast<int>(value);
+  double eps_given = 0;
+  if (get_double(attrs, "eps_given", &eps_given)) out->eps_given = eps_given != 0;
+  auto prior = attrs.find("prior");
+  const std::string kind = prior == attrs.end() ? "" : prior->second;
+  if (kind == "gaussian") {
+    double sigma = 0;
+    if (!get_double(attrs, "sigma", &sigma) || !(sigma > 0) || !std::isfinite(sigma)) {
+      MX_ERROR_MSG << "gluon_bbb_variational: Gaussian prior needs a positive finite sigma";
+      return MX_FAIL;
+    }
+    out->prior.mixture = false;
+    out->prior.c1 = -std::log(sigma);
+    out->prior.k1 = 0.5 / (sigma * sigma);
+  } else if (kind == "mixture") {
+    double pi = 0, s1 = 0, s2 = 0;
+    if (!get_double(attrs, "pi", &pi) || !get_double(attrs, "sigma1", &s1) ||
+        !get_double(attrs, "sigma2", &s2) || !(pi > 0 && pi < 1) || !(s1 > 0) || !(s2 > 0) ||
+        !std::isfinite(s1) || !std::isfinite(s2)) {
+      MX_ERROR_MSG << "gluon_bbb_variational: mixture prior needs 0 < pi < 1, sigma1 > 0, sigma2 > 0";
+      return MX_FAIL;
+    }
+    out->prior.mixture = true;
+    out->prior.c1 = std::log(pi) - std::log(s1);
+    out->prior.k1 = 0.5 / (s1 * s1);
+    out->prior.c2 = std::log1p(-pi) - std::log(s2);
+    out->prior.k2 = 0.5 / (s2 * s2);
+  } else {
+    MX_ERROR_MSG << "gluon_bbb_variational: attribute prior must be 'gaussian' or 'mixture'";
+    return MX_FAIL;
+  }
+  return MX_SUCCESS;
+}
+
+MXReturnValue parse_attrs(const std::unordered_map<std::string, std::string>& attrs,
+                          int* num_in, int* num_out) {
+  Attrs a;
+  if (parse(attrs, &a) != MX_SUCCESS) return MX_FAIL;
+  *num_in = (a.eps_given ? 3 : 2) * a.num_tensors;
+  *num_out = 2 * a.num_tensors + 1;
+  return MX_SUCCESS;
+}
+
+MXReturnValue infer_type(const std::unordered_map<std::string, std::string>& attrs,
+                         std::vector<int>* in_types, std::vector<int>* out_types) {
+  const int dtype = in_types->at(0);
+  if (dtype != kFloat32 && dtype != kFloat64) {
+    MX_ERROR_MSG << "gluon_bbb_variational: mu and rho must be float32 or float64";
+    return MX_FAIL;
+  }
+  for (size_t i = 0; i < in_types->size(); ++i) {
+    if (in_types->at(i) != dtype) {
+      MX_ERROR_MSG << "gluon_bbb_variational: input " << i << " has a different dtype from mu_0";
+      return MX_FAIL;
+    }
+  }
+  for (auto& t : *out_types) t = dtype;
+  return MX_SUCCESS;
+}
+
+MXReturnValue infer_shape(const std::unordered_map<std::string, std::string>& attrs,
+                          std::vector<std::vector<unsigned int>>* in_shapes,
+                          std::vector<std::vector<unsigned int>>* out_shapes) {
+  Attrs a;
+  if (parse(attrs, &a) != MX_SUCCESS) return MX_FAIL;
+  const int k = a.num_tensors;
+  for (int t = 0; t < k; ++t) {
+    const auto& mu = in_shapes->at(t);
+    for (int group = 1; group < (a.eps_given ? 3 : 2); ++group) {
+      if (in_shapes->at(group * k + t) != mu) {
+        MX_ERROR_MSG << "gluon_bbb_variational: tensor " << t << ": "
+                     << (group == 1 ? "rho" : "eps") << " and mu have different shapes";
+        return MX_FAIL;
+      }
+    }
+    out_shapes->at(t) = mu;
+    out_shapes->at(k + 1 + t) = mu;
+  }
+  out_shapes->at(k) = {1};
+  return MX_SUCCESS;
+}
+
+template <typename T, bool Mixture>
+MXReturnValue forward_typed(const Attrs& a, std::vector<MXTensor>* inputs,
+                            std::vector<MXTensor>* outputs, const OpResource& res) {
+  const int k = a.num_tensors;
+  const PriorT<T, Mixture> prior(a.prior);
+  std::vector<int64_t> sizes(k);
+  for (int t = 0; t < k; ++t) sizes[t] = inputs->at(t).size();
+  const std::vector<Chunk> chunks = make_chunks(sizes);
+  const int64_t num_chunks = static_cast<int64_t>(chunks.size());
+  std::vector<double> partial(num_chunks, 0.0);
+  mx_cpu_rand_t* states = a.eps_given ? nullptr : res.get_cpu_rand_states();
+  if (!a.eps_given && states == nullptr) {
+    MX_ERROR_MSG << "gluon_bbb_variational: MXNet gave no CPU random states";
+    return MX_FAIL;
+  }
+  const int64_t lanes = std::min<int64_t>(num_chunks, kNumStates);
+#pragma omp parallel num_threads(num_threads_for(lanes))
+  {
+    std::vector<T> u1(kChunk / 2), u2(kChunk / 2);
+#pragma omp for schedule(static)
+    for (int64_t lane = 0; lane < lanes; ++lane) {
+      for (int64_t c = lane; c < num_chunks; c += kNumStates) {  // same state, in order
+        const Chunk& ch = chunks[c];
+        const int t = ch.tensor;
+        const T* mu = inputs->at(t).data<T>() + ch.begin;
+        const T* rho = inputs->at(k + t).data<T>() + ch.begin;
+        T* w = outputs->at(t).data<T>() + ch.begin;
+        T* eps = outputs->at(k + 1 + t).data<T>() + ch.begin;
+        if (a.eps_given) {
+          std::memcpy(eps, inputs->at(2 * k + t).data<T>() + ch.begin, ch.size * sizeof(T));
+        } else {
+          fill_normal(states[lane], eps, ch.size, u1.data(), u2.data());
+        }
+        partial[c] = forward_chunk(prior, mu, rho, eps, w, ch.size);
+      }
+    }
+  }
+  // Both log q and log P carry -log(2 pi)/2 per value; they cancel and are left out.
+  double complexity = 0.0;
+  for (double p : partial) complexity += p;
+  outputs->at(k).data<T>()[0] = static_cast<T>(complexity);
+  return MX_SUCCESS;
+}
+
+template <typename T, bool Mixture>
+MXReturnValue backward_typed(const Attrs& a, std::vector<MXTensor>* inputs,
+                             std::vector<MXTensor>* outputs) {
+  // inputs: gradients of the 2K+1 outputs, then the forward inputs, then its outputs.
+  const int k = a.num_tensors;
+  const int num_fwd_inputs = (a.eps_given ? 3 : 2) * k;
+  const int in0 = 2 * k + 1, out0 = in0 + num_fwd_inputs;
+  const PriorT<T, Mixture> prior(a.prior);
+  const T g_complexity = inputs->at(k).data<T>()[0];
+  std::vector<int64_t> sizes(k);
+  for (int t = 0; t < k; ++t) sizes[t] = inputs->at(in0 + t).size();
+  const std::vector<Chunk> chunks = make_chunks(sizes);
+  const int64_t num_chunks = static_cast<int64_t>(chunks.size());
+#pragma omp parallel for schedule(static) num_threads(num_threads_for(num_chunks))
+  for (int64_t c = 0; c < num_chunks; ++c) {
+    const Chunk& ch = chunks[c];
+    const int t = ch.tensor;
+    const T* g_w = inputs->at(t).data<T>();
+    const T* rho = inputs->at(in0 + k + t).data<T>() + ch.begin;
+    const T* w = inputs->at(out0 + t).data<T>() + ch.begin;
+    const T* eps = inputs->at(out0 + k + 1 + t).data<T>() + ch.begin;
+    T* g_mu = outputs->at(t).data<T>() + ch.begin;
+    T* g_rho = outputs->at(k + t).data<T>() + ch.begin;
+    backward_chunk(prior, g_complexity, g_w ? g_w + ch.begin : nullptr, rho, eps, w, g_mu,
+                   g_rho, ch.size);
+    if (a.eps_given) std::memset(outputs->at(2 * k + t).data<T>() + ch.begin, 0, ch.size * sizeof(T));
+  }
+  return MX_SUCCESS;
+}
+
+MXReturnValue forward(const std::unordered_map<std::string, std::string>& attrs,
+                      std::vector<MXTensor>* inputs, std::vector<MXTensor>* outputs,
+                      const OpResource& res) {
+  Attrs a;
+  if (parse(attrs, &a) != MX_SUCCESS) return MX_FAIL;
+  const bool f64 = inputs->at(0).dtype == kFloat64;
+  if (a.prior.mixture)
+    return f64 ? forward_typed<double, true>(a, inputs, outputs, res)
+               : forward_typed<float, true>(a, inputs, outputs, res);
+  return f64 ? forward_typed<double, false>(a, inputs, outputs, res)
+             : forward_typed<float, false>(a, inputs, outputs, res);
+}
+
+MXReturnValue backward(const std::unordered_map<std::string, std::string>& attrs,
+                       std::vector<MXTensor>* inputs, std::vector<MXTensor>* outputs,
+                       const OpResource& res) {
+  Attrs a;
+  if (parse(attrs, &a) != MX_SUCCESS) return MX_FAIL;
+  const bool f64 = inputs->at(0).dtype == kFloat64;
+  if (a.prior.mixture)
+    return f64 ? backward_typed<double, true>(a, inputs, outputs)
+               : backward_typed<float, true>(a, inputs, outputs);
+  return f64 ? backward_typed<double, false>(a, inputs, outputs)
+             : backward_typed<float, false>(a, inputs, outputs);
+}
+
+
+// ================================================================== finite guard
+// gluon_bbb_finite_guard(cost, g_1..g_K) -> flag (1,): 1 if the cost and every gradient are
+// finite; otherwise 0, and every g_k is zeroed in place (the g_k are mutable inputs). This is
+// the skip of a non-finite step, without a host sync, in one pass over the gradients.
+
+MXReturnValue parse_count(const std::unordered_map<std::string, std::string>& attrs, int* k,
+                          const char* op) {
+  double value = 0;
+  if (!get_double(attrs, "num_tensors", &value) || value < 1 || value != std::floor(value)) {
+    MX_ERROR_MSG << op << ": attribute num_tensors must be a positive integer";
+    return MX_FAIL;
+  }
+  *k = static_cast<int>(value);
+  return MX_SUCCESS;
+}
+
+MXReturnValue guard_parse(const std::unordered_map<std::string, std::string>& attrs,
+                          int* num_in, int* num_out) {
+  int k = 0;
+  if (parse_count(attrs, &k, "gluon_bbb_finite_guard") != MX_SUCCESS) return MX_FAIL;
+  *num_in = k + 1;
+  *num_out = 1;
+  return MX_SUCCESS;
+}
+
+MXReturnValue guard_mutate(const std::unordered_map<std::string, std::string>& attrs,
+                           std::vector<int>* indices) {
+  int k = 0;
+  if (parse_count(attrs, &k, "gluon_bbb_finite_guard") != MX_SUCCESS) return MX_FAIL;
+  for (int t = 1; t <= k; ++t) indices->push_back(t);
+  return MX_SUCCESS;
+}
+
+MXReturnValue same_dtype_as_first(const std::unordered_map<std::string, std::string>& attrs,
+                                  std::vector<int>* in_types, std::vector<int>* out_types) {
+  const int dtype = in_types->at(0);
+  if (dtype != kFloat32 && dtype != kFloat64) {
+    MX_ERROR_MSG << "gluon_bbb: inputs must be float32 or float64";
+    return MX_FAIL;
+  }
+  for (auto& t : *in_types) {
+    if (t != dtype) {
+      MX_ERROR_MSG << "gluon_bbb: all inputs must share one dtype";
+      return MX_FAIL;
+    }
+  }
+  for (auto& t : *out_types) t = dtype;
+  return MX_SUCCESS;
+}
+
+MXReturnValue scalar_output_shape(const std::unordered_map<std::string, std::string>& attrs,
+                                  std::vector<std::vector<unsigned int>>* in_shapes,
+                                  std::vector<std::vector<unsigned int>>* out_shapes) {
+  out_shapes->at(0) = {1};
+  return MX_SUCCESS;
+}
+
+template <typename T>
+MXReturnValue guard_typed(int k, std::vector<MXTensor>* inputs, std::vector<MXTensor>* outputs) {
+  std::vector<int64_t> sizes(k);
+  for (int t = 0; t < k; ++t) sizes[t] = inputs->at(1 + t).size();
+  const std::vector<Chunk> chunks = make_chunks(sizes);
+  const int64_t num_chunks = static_cast<int64_t>(chunks.size());
+  std::vector<T> partial(num_chunks, T(0));
+#pragma omp parallel for schedule(static) num_threads(num_threads_for(num_chunks))
+  for (int64_t c = 0; c < num_chunks; ++c) {
+    const T* g = inputs->at(1 + chunks[c].tensor).data<T>() + chunks[c].begin;
+    T acc = T(0);
+#pragma omp simd reduction(+ : acc)
+    for (int64_t i = 0; i < chunks[c].size; ++i) acc += g[i] * T(0);  // NaN iff any is inf/NaN
+    partial[c] = acc;
+  }
+  T acc = inputs->at(0).data<T>()[0] * T(0);
+  for (T p : partial) acc += p;
+  const bool finite = acc == T(0);
+  if (!finite) {
+    for (int t = 0; t < k; ++t)
+      std::memset(inputs->at(1 + t).data<T>(), 0, sizes[t] * sizeof(T));
+  }
+  outputs->at(0).data<T>()[0] = finite ? T(1) : T(0);
+  return MX_SUCCESS;
+}
+
+MXReturnValue guard_forward(const std::unordered_map<std::string, std::string>& attrs,
+                            std::vector<MXTensor>* inputs, std::vector<MXTensor>* outputs,
+                            const OpResource& res) {
+  int k = 0;
+  if (parse_count(attrs, &k, "gluon_bbb_finite_guard") != MX_SUCCESS) return MX_FAIL;
+  if (inputs->at(0).dtype == kFloat64) return guard_typed<double>(k, inputs, outputs);
+  return guard_typed<float>(k, inputs, outputs);
+}
+
+// ================================================================== Adam
+// gluon_bbb_adam(w_1..w_K, g_1..g_K, m_1..m_K, v_1..v_K) -> dummy (1,), updating w, m and v in
+// place with MXNet's adam_update rule for every tensor in one pass:
+//   g <- clip(rescale_grad * g + wd_k * w);  m <- b1 m + (1 - b1) g;  v <- b2 v + (1 - b2) g^2
+//   w <- w - lr_k * m / (sqrt(v) + epsilon)
+// lr_k already holds Adam's bias correction (computed in Python, as mxnet's Adam does).
+
+struct AdamAttrs {
+  int k = 0;
+  double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8, rescale_grad = 1.0, clip_gradient = -1.0;
+  std::vector<double> lrs, wds;
+};
+
+bool parse_list(const std::unordered_map<std::string, std::string>& attrs, const char* key,
+                size_t expected, std::vector<double>* out) {
+  auto it = attrs.find(key);
+  if (it == attrs.end()) return false;
+  std::stringstream stream(it->second);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    try {
+      out->push_back(std::stod(item));
+    } catch (...) {
+      return false;
+    }
+  }
+  return out->size() == expected;
+}
+
+MXReturnValue adam_attrs(const std::unordered_map<std::string, std::string>& attrs, AdamAttrs* a) {
+  if (parse_count(attrs, &a->k, "gluon_bbb_adam") != MX_SUCCESS) return MX_FAIL;
+  const size_t k = static_cast<size_t>(a->k);
+  if (!parse_list(attrs, "lrs", k, &a->lrs) || !parse_list(attrs, "wds", k, &a->wds) ||
+      !get_double(attrs, "beta1", &a->beta1) || !get_double(attrs, "beta2", &a->beta2) ||
+      !get_double(attrs, "epsilon", &a->epsilon) ||
+      !get_double(attrs, "rescale_grad", &a->rescale_grad) ||
+      !get_double(attrs, "clip_gradient", &a->clip_gradient)) {
+    MX_ERROR_MSG << "gluon_bbb_adam: needs num_tensors, lrs and wds (num_tensors values each), "
+                 << "beta1, beta2, epsilon, rescale_grad, clip_gradient";
+    return MX_FAIL;
+  }
+  return MX_SUCCESS;
+}
+
+MXReturnValue adam_parse(const std::unordered_map<std::string, std::string>& attrs,
+                         int* num_in, int* num_out) {
+  AdamAttrs a;
+  if (adam_attrs(attrs, &a) != MX_SUCCESS) return MX_FAIL;
+  *num_in = 4 * a.k;
+  *num_out = 1;
+  return MX_SUCCESS;
+}
+
+MXReturnValue adam_mutate(const std::unordered_map<std::string, std::string>& attrs,
+                          std::vector<int>* indices) {
+  AdamAttrs a;
+  if (adam_attrs(attrs, &a) != MX_SUCCESS) return MX_FAIL;
+  for (int t = 0; t < a.k; ++t) {
+    indices->push_back(t);            // w
+    indices->push_back(2 * a.k + t);  // m
+    indices->push_back(3 * a.k + t);  // v
+  }
+  return MX_SUCCESS;
+}
+
+MXReturnValue adam_shape(const std::unordered_map<std::string, std::string>& attrs,
+                         std::vector<std::vector<unsigned int>>* in_shapes,
+                         std::vector<std::vector<unsigned int>>* out_shapes) {
+  AdamAttrs a;
+  if (adam_attrs(attrs, &a) != MX_SUCCESS) return MX_FAIL;
+  for (int t = 0; t < a.k; ++t) {
+    for (int group = 1; group < 4; ++group) {
+      if (in_shapes->at(group * a.k + t) != in_shapes->at(t)) {
+        MX_ERROR_MSG << "gluon_bbb_adam: tensor " << t << ": weight, grad, mean and var shapes differ";
+        return MX_FAIL;
+      }
+    }
+  }
+  out_shapes->at(0) = {1};
+  return MX_SUCCESS;
+}
+
+template <typename T>
+MXReturnValue adam_typed(const AdamAttrs& a, std::vector<MXTensor>* inputs,
+                         std::vector<MXTensor>* outputs) {
+  const int k = a.k;
+  std::vector<int64_t> sizes(k);
+  for (int t = 0; t < k; ++t) sizes[t] = inputs->at(t).size();
+  const std::vector<Chunk> chunks = make_chunks(sizes);
+  const int64_t num_chunks = static_cast<int64_t>(chunks.size());
+  const T b1 = T(a.beta1), b2 = T(a.beta2), eps = T(a.epsilon), rescale = T(a.rescale_grad);
+  const T clip = T(a.clip_gradient);
+  const bool clipping = a.clip_gradient > 0;
+#pragma omp parallel for schedule(static) num_threads(num_threads_for(num_chunks))
+  for (int64_t c = 0; c < num_chunks; ++c) {
+    const int t = chunks[c].tensor;
+    const int64_t b = chunks[c].begin;
+    T* w = inputs->at(t).data<T>() + b;
+    const T* g = inputs->at(k + t).data<T>() + b;
+    T* m = inputs->at(2 * k + t).data<T>() + b;
+    T* v = inputs->at(3 * k + t).data<T>() + b;
+    const T lr = T(a.lrs[t]), wd = T(a.wds[t]);
+#pragma omp simd
+    for (int64_t i = 0; i < chunks[c].size; ++i) {
+      T gi = rescale * g[i] + wd * w[i];  // as mxnet's AdamUpdateKernel: decay, then clip
+      if (clipping) gi = gi > clip ? clip : (gi < -clip ? -clip : gi);
+      const T mi = b1 * m[i] + (T(1) - b1) * gi;
+      const T vi = b2 * v[i] + (T(1) - b2) * gi * gi;
+      m[i] = mi;
+      v[i] = vi;
+      w[i] -= lr * mi / (std::sqrt(vi) + eps);
+    }
+  }
+  outputs->at(0).data<T>()[0] = T(0);
+  return MX_SUCCESS;
+}
+
+MXReturnValue adam_forward(const std::unordered_map<std::string, std::string>& attrs,
+                           std::vector<MXTensor>* inputs, std::vector<MXTensor>* outputs,
+                           const OpResource& res) {
+  AdamAttrs a;
+  if (adam_attrs(attrs, &a) != MX_SUCCESS) return MX_FAIL;
+  if (inputs->at(0).dtype == kFloat64) return adam_typed<double>(a, inputs, outputs);
+  return adam_typed<float>(a, inputs, outputs);
+}
+
+}  // namespace
+
+REGISTER_OP(gluon_bbb_variational)
+    .setParseAttrs(parse_attrs)
+    .setInferType(infer_type)
+    .setInferShape(infer_shape)
+    .setForward(forward, "cpu")
+    .setBackward(backward, "cpu");
+
+REGISTER_OP(gluon_bbb_finite_guard)
+    .setParseAttrs(guard_parse)
+    .setMutateInputs(guard_mutate)
+    .setInferType(same_dtype_as_first)
+    .setInferShape(scalar_output_shape)
+    .setForward(guard_forward, "cpu");
+
+REGISTER_OP(gluon_bbb_adam)
+    .setParseAttrs(adam_parse)
+    .setMutateInputs(adam_mutate)
+    .setInferType(same_dtype_as_first)
+    .setInferShape(adam_shape)
+    .setForward(adam_forward, "cpu");
+
+MXReturnValue initialize(int version) {
+  if (version < 10900) {
+    MX_ERROR_MSG << "gluon_bbb_variational needs MXNet >= 1.9, got version " << version;
+    return MX_FAIL;
+  }
+  return MX_SUCCESS;
+}

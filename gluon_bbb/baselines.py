@@ -1,0 +1,173 @@
+"""Deterministic baselines: ordinary Gluon networks trained by SGD with softmax cross-entropy.
+
+The paper compares Bayes by Backprop with plain SGD and with dropout networks of the same
+size (Table 1, Fig. 3). Build the baseline with the same architecture as the Bayesian net,
+e.g. ``models.mlp((1200, 1200))`` for plain SGD and ``models.mlp((1200, 1200), dropout=0.5)``
+for dropout, and train it here::
+
+    net = gluon_bbb.models.mlp((400, 400), dropout=0.5)
+    history = train_deterministic(net, loaders["train"], 10, eval_data=loaders["test"])
+    error = evaluate_deterministic(net, loaders["test"])
+
+The history has the keys of :attr:`gluon_bbb.BBBTrainer.history` that make sense for a
+deterministic net, so :func:`gluon_bbb.plots.training_curves` draws both.
+"""
+import numbers
+import time
+
+import mxnet as mx
+from mxnet import autograd, gluon, nd
+from tqdm.auto import tqdm
+
+from .context import resolve_context
+
+__all__ = ["train_deterministic", "evaluate_deterministic"]
+
+#: Optimizer parameters used when ``optimizer_params`` is not given (suits plain SGD).
+DEFAULT_OPTIMIZER_PARAMS = {"learning_rate": 0.1}
+
+
+def train_deterministic(net, train_data, num_epochs, eval_data=None, optimizer="sgd",
+                        optimizer_params=None, ctx=None, progress=True, hybridize=True):
+    """Train an ordinary network by minimising the softmax cross-entropy.
+
+    Dropout layers are active during the training steps only (``autograd.record`` in
+    training mode); the per-epoch evaluation uses the deterministic network.
+
+    Parameters
+    ----------
+    net : gluon.Block
+        Any classifier mapping a (batch_size, ...) input to (batch_size, num_classes) logits.
+        An uninitialised network is initialised with ``mx.init.Xavier()`` on ``ctx``.
+    train_data : iterable of (data, label) NDArray batches with ``len()``
+        label : (batch_size,) class indices.
+    num_epochs : int, >= 1
+    eval_data : iterable of (data, label) batches, optional
+        Test error after every epoch.
+    optimizer : str or mx.optimizer.Optimizer
+    optimizer_params : dict, optional
+        Default ``{'learning_rate': 0.1}``; pass a smaller rate for Adam.
+    ctx : mx.Context or str, optional
+        Default: CPU.
+    progress : bool
+        Show a tqdm progress bar.
+    hybridize : bool
+        Hybridize the network if it is a HybridBlock.
+
+    Returns
+    -------
+    list of dict, one per epoch
+        'epoch'; 'loss', the cross-entropy summed over the epoch's examples (comparable with
+        the 'nll' of a BBBTrainer); 'train_error', the error of the training-mode network
+        (with dropout) on the batches as they were trained; 'test_error' (if eval_data);
+        'seconds'.
+    """
+    if not isinstance(net, gluon.Block):
+        raise TypeError(f"net must be a gluon Block, got {type(net).__name__}")
+    _check_count("num_epochs", num_epochs, minimum=1)
+    num_batches = len(train_data)
+    if num_batches < 1:
+        raise ValueError("train_data yields no batches")
+    ctx = resolve_context(ctx)
+    first_data, _ = next(iter(train_data))
+    _prepare(net, first_data.as_in_context(ctx), ctx, hybridize)
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    if hybridize:
+        loss_fn.hybridize()
+    params = dict(DEFAULT_OPTIMIZER_PARAMS if optimizer_params is None else optimizer_params)
+    trainer = gluon.Trainer(net.collect_params(), optimizer, params)
+    history = []
+    for epoch in range(int(num_epochs)):
+        start = time.time()
+        sums = nd.zeros((2,), ctx=ctx)  # cross-entropy, mistakes
+        num_examples = 0
+        batches = tqdm(train_data, total=num_batches, disable=not progress, leave=False,
+                       desc=f"epoch {epoch + 1}/{num_epochs}")
+        for data, label in batches:
+            data = data.as_in_context(ctx)
+            label = label.as_in_context(ctx).astype("float32", copy=False)
+            with autograd.record(train_mode=True):
+                logits = net(data)
+                losses = loss_fn(logits, label)
+            losses.backward()
+            trainer.step(data.shape[0])
+            mistakes = nd.sum(nd.argmax(logits, axis=-1) != label)
+            sums += nd.concat(nd.sum(losses).reshape((1,)), mistakes.reshape((1,)), dim=0)
+            num_examples += data.shape[0]
+        totals = sums.asnumpy()  # the epoch's one host sync
+        record = {
+            "epoch": epoch + 1,
+            "loss": float(totals[0]),
+            "train_error": float(totals[1]) / num_examples,
+        }
+        if eval_data is not None:
+            record["test_error"] = evaluate_deterministic(net, eval_data, ctx=ctx)
+        record["seconds"] = time.time() - start
+        history.append(record)
+    return history
+
+
+def evaluate_deterministic(net, data, ctx=None):
+    """Classification error of a network in prediction mode (dropout off).
+
+    Parameters
+    ----------
+    net : gluon.Block, initialised
+    data : iterable of (data, label) batches
+        data : (batch_size, ...); label : (batch_size,) class indices.
+    ctx : mx.Context or str, optional
+        Default: the context of the network's first parameter.
+
+    Returns
+    -------
+    float in [0, 1], the fraction of misclassified examples.
+    """
+    if not isinstance(net, gluon.Block):
+        raise TypeError(f"net must be a gluon Block, got {type(net).__name__}")
+    ctx = _network_context(net) if ctx is None else resolve_context(ctx)
+    mistakes, count = None, 0
+    with autograd.predict_mode():
+        for inputs, labels in data:
+            predictions = nd.argmax(net(inputs.as_in_context(ctx)), axis=-1)
+            wrong = nd.sum(predictions != labels.as_in_context(ctx).astype(predictions.dtype))
+            mistakes = wrong if mistakes is None else mistakes + wrong
+            count += labels.shape[0]
+    if count == 0:
+        raise ValueError("data yields no examples to evaluate")
+    return float(mistakes.asscalar()) / count
+
+
+def _prepare(net, first_data, ctx, hybridize):
+    """Initialise (or move) the network on ``ctx``, hybridize it, finish deferred shapes."""
+    params = net.collect_params()
+    try:
+        initialised = all(p.list_ctx() for p in params.values())
+    except RuntimeError:
+        initialised = False
+    if not initialised:
+        net.initialize(mx.init.Xavier(), ctx=ctx)
+    elif any(ctx not in p.list_ctx() for p in params.values()):
+        params.reset_ctx(ctx)
+    if hybridize and isinstance(net, gluon.HybridBlock):
+        net.hybridize()
+    try:
+        net(first_data)
+    except mx.base.MXNetError as error:
+        first_line = str(error).strip().splitlines()[0]
+        raise ValueError(
+            f"input of shape {tuple(first_data.shape)} does not fit the network: {first_line}"
+        ) from None
+
+
+def _network_context(net):
+    for param in net.collect_params().values():
+        try:
+            return param.list_ctx()[0]
+        except RuntimeError:
+            break
+    raise ValueError("net is not initialised: train it or load its parameters first")
+
+
+def _check_count(name, value, minimum):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")

@@ -1,0 +1,297 @@
+"""The fused variational step: a C++ MXNet operator, built on first use, with a visible fallback.
+
+One call of the operator ``gluon_bbb_variational`` does, for every weight tensor at once,
+what the pure-MXNet path does in dozens of operators: draw eps ~ N(0, 1) from MXNet's seeded
+random states, sigma = softplus(rho), w = mu + sigma * eps (section 3.2, step 2), and the
+complexity sum_j [log q(w_j | theta) - log P(w_j)] of Eq. (8); its backward pass gives the
+gradients with respect to mu and rho. Two helpers share the library: ``gluon_bbb_finite_guard``
+(:func:`finite_guard`, the skip of a non-finite step in one pass) and ``gluon_bbb_adam``
+(:class:`FusedAdam`, MXNet's Adam rule over all tensors in one pass). The source is
+``gluon_bbb/_ext/variational_op.cc``.
+
+Build: at first use the source is compiled against the headers that ship inside the mxnet
+wheel, into a per-user cache (``$GLUON_BBB_CACHE``, else ``$XDG_CACHE_HOME/gluon_bbb``, else
+``~/.cache/gluon_bbb``) under a name keyed by the source, the MXNet version, the compiler,
+the flags and the CPU. The library is test-loaded in a child process (a broken library kills
+the process that loads it), then moved into place atomically, and loaded once per process.
+``-march=native`` is safe because the build happens on the machine that runs it.
+
+Fallback: without a compiler, when the build fails, on a GPU, or when ``GLUON_BBB_FUSED=0``,
+:func:`fused_status` says why, and :class:`~gluon_bbb.BBBTrainer` uses the pure-MXNet path
+and logs the reason (``trainer.fused``, ``trainer.fused_reason``).
+"""
+import hashlib
+import logging
+import math
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+import mxnet as mx
+from mxnet import nd
+
+from .priors import GaussianPrior, ScaleMixturePrior
+
+__all__ = ["FusedStatus", "FusedAdam", "fused_status", "load_fused_op", "variational_sample",
+           "finite_guard", "OP_NAME", "ENV_SWITCH"]
+
+logger = logging.getLogger(__name__)
+
+OP_NAME = "gluon_bbb_variational"
+#: Set to 0 to disable the fused operator everywhere.
+ENV_SWITCH = "GLUON_BBB_FUSED"
+SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_ext", "variational_op.cc")
+COMPILE_FLAGS = ("-O3", "-std=c++17", "-fPIC", "-fopenmp", "-fno-math-errno",
+                 "-fno-trapping-math", "-march=native")  # never -ffast-math: see the docstring
+BUILD_TIMEOUT_S = 600
+
+
+@dataclass(frozen=True)
+class FusedStatus:
+    """Whether the fused operator can be used in this process, and why not.
+
+    Attributes
+    ----------
+    available : bool
+    reason : str
+        Empty when available; otherwise what prevented it.
+    library_path : str or None
+    """
+
+    available: bool
+    reason: str = ""
+    library_path: str = None
+
+
+_lock = threading.Lock()
+_status = None  # FusedStatus once the build/load has been attempted in this process
+
+
+def _disabled_by_env():
+    return os.environ.get(ENV_SWITCH, "1").strip().lower() in ("0", "false", "no", "off")
+
+
+def fused_status():
+    """Build (once, cached on disk) and load (once per process) the fused operator.
+
+    Returns
+    -------
+    FusedStatus
+    """
+    global _status
+    if _disabled_by_env():
+        return FusedStatus(False, f"disabled by the environment variable {ENV_SWITCH}=0")
+    with _lock:
+        if _status is None:
+            _status = _build_and_load()
+            if not _status.available:
+                logger.warning("gluon_bbb: fused operator unavailable (%s); using the pure-MXNet path",
+                               _status.reason)
+        return _status
+
+
+def load_fused_op():
+    """Load the fused operator; raise RuntimeError with the reason if it is unavailable."""
+    status = fused_status()
+    if not status.available:
+        raise RuntimeError(f"the fused gluon_bbb operator is unavailable: {status.reason}")
+    return status
+
+
+def _mxnet_dirs():
+    root = os.path.dirname(os.path.abspath(mx.__file__))
+    return os.path.join(root, "include"), os.path.join(root, "src", "lib_api.cc")
+
+
+def _cache_dir():
+    explicit = os.environ.get("GLUON_BBB_CACHE")
+    if explicit:
+        return explicit
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "gluon_bbb")
+
+
+def _compiler():
+    for name in (os.environ.get("CXX"), "g++", "c++", "clang++"):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+def _cpu_signature():
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("flags"):
+                    return line
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _build_key(compiler, include_dir, lib_api_source):
+    digest = hashlib.sha256()
+    for path in (SOURCE, lib_api_source, os.path.join(include_dir, "mxnet", "lib_api.h")):
+        with open(path, "rb") as handle:
+            digest.update(handle.read())
+    version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=60).stdout
+    for part in (mx.__version__, version, " ".join(COMPILE_FLAGS), _cpu_signature(), platform.machine()):
+        digest.update(part.encode())
+    return digest.hexdigest()[:20]
+
+
+def _build_and_load():
+    if not os.path.exists(SOURCE):
+        return FusedStatus(False, f"source file {SOURCE} is missing")
+    include_dir, lib_api_source = _mxnet_dirs()
+    if not os.path.exists(lib_api_source):
+        return FusedStatus(False, f"this mxnet wheel lacks {lib_api_source}")
+    compiler = _compiler()
+    if compiler is None:
+        return FusedStatus(False, "no C++ compiler found (set CXX or install g++)")
+    try:
+        path = os.path.join(_cache_dir(), f"gluon_bbb_variational-{_build_key(compiler, include_dir, lib_api_source)}.so")
+        if not os.path.exists(path):
+            error = _build(compiler, include_dir, lib_api_source, path)
+            if error:
+                return FusedStatus(False, error)
+        mx.library.load(path, verbose=False)
+    except (OSError, subprocess.SubprocessError, mx.base.MXNetError) as error:
+        return FusedStatus(False, f"{type(error).__name__}: {error}")
+    if not hasattr(nd, OP_NAME):
+        return FusedStatus(False, f"library {path} loaded but registered no {OP_NAME}")
+    return FusedStatus(True, "", path)
+
+
+def _build(compiler, include_dir, lib_api_source, path):
+    """Compile, test-load in a child process, then rename into place. Returns an error or ''."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    handle, tmp = tempfile.mkstemp(suffix=".so", dir=os.path.dirname(path))
+    os.close(handle)
+    try:
+        command = [compiler, *COMPILE_FLAGS, "-shared", "-I", include_dir, SOURCE, lib_api_source,
+                   "-o", tmp]
+        logger.info("gluon_bbb: compiling the fused operator: %s", " ".join(command))
+        result = subprocess.run(command, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+        if result.returncode != 0:
+            tail = " ".join(result.stderr.strip().splitlines()[-3:])
+            return f"compiling {os.path.basename(SOURCE)} failed: {tail}"
+        check = subprocess.run(
+            [sys.executable, "-c", f"import mxnet; mxnet.library.load({tmp!r}, verbose=False); "
+                                   f"assert hasattr(mxnet.nd, {OP_NAME!r})"],
+            capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+        if check.returncode != 0:
+            tail = " ".join((check.stderr or check.stdout).strip().splitlines()[-2:])
+            return f"the compiled library does not load: {tail}"
+        os.replace(tmp, path)
+        return ""
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def prior_attributes(prior):
+    """The operator's attributes for a prior (floats written with full precision)."""
+    if isinstance(prior, ScaleMixturePrior):
+        return {"prior": "mixture", "pi": repr(prior.pi), "sigma1": repr(prior.sigma1),
+                "sigma2": repr(prior.sigma2)}
+    if isinstance(prior, GaussianPrior):
+        return {"prior": "gaussian", "sigma": repr(prior.sigma)}
+    raise TypeError(f"the fused operator supports GaussianPrior and ScaleMixturePrior, got {prior!r}")
+
+
+def variational_sample(mus, rhos, prior, epsilons=None):
+    """w = mu + softplus(rho) * eps and the complexity of Eq. (8), in one fused operator.
+
+    Parameters
+    ----------
+    mus, rhos : lists of K NDArrays on the CPU, float32 or float64, pairwise the same shape
+    prior : GaussianPrior or ScaleMixturePrior
+    epsilons : list of K NDArrays, optional
+        Use this noise instead of drawing it (for tests and cross-checks).
+
+    Returns
+    -------
+    weights : list of K NDArrays, the sample w
+    complexity : NDArray, (1,), sum over all weights of log q(w | theta) - log P(w)
+    epsilons : list of K NDArrays, the noise used
+    """
+    load_fused_op()
+    if len(mus) != len(rhos) or not mus:
+        raise ValueError(f"need one rho per mu, got {len(mus)} mu and {len(rhos)} rho")
+    inputs = list(mus) + list(rhos)
+    if epsilons is not None:
+        if len(epsilons) != len(mus):
+            raise ValueError(f"need one eps per mu, got {len(epsilons)} eps and {len(mus)} mu")
+        inputs += list(epsilons)
+    outputs = getattr(nd, OP_NAME)(*inputs, num_tensors=len(mus),
+                                   eps_given=int(epsilons is not None), **prior_attributes(prior))
+    k = len(mus)
+    return list(outputs[:k]), outputs[k], list(outputs[k + 1:])
+
+
+def finite_guard(cost, grads):
+    """Zero every gradient in place, on the device, if the cost or any gradient is not finite.
+
+    Parameters
+    ----------
+    cost : NDArray, (1,)
+    grads : list of NDArrays (float32 or float64, on the CPU)
+
+    Returns
+    -------
+    NDArray, (1,): 1 if everything was finite, else 0 (and the gradients are now zero).
+    """
+    load_fused_op()
+    return nd.gluon_bbb_finite_guard(cost, *grads, num_tensors=len(grads))
+
+
+@mx.optimizer.register
+class FusedAdam(mx.optimizer.Adam):
+    """MXNet's Adam, applied to all parameters in one fused operator call per step.
+
+    Same update rule, hyperparameters, optimizer states (mean, var) and bias correction as
+    ``mx.optimizer.Adam``, so checkpoints are interchangeable. ``gluon.Trainer`` hands it every
+    parameter at once (``aggregate_num``); tensors the operator cannot take (a GPU context,
+    float16, or no fused library in this process) go through ``mx.optimizer.Adam`` one by one.
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.aggregate_num = 1 << 20
+
+    def update_multi_precision(self, index, weight, grad, state):
+        if not isinstance(index, (list, tuple)):
+            index, weight, grad, state = [index], [weight], [grad], [state]
+        fused = hasattr(nd, "gluon_bbb_adam") and weight[0].context.device_type == "cpu" and \
+            all(w.dtype == weight[0].dtype and np.dtype(w.dtype).name in ("float32", "float64")
+                for w in weight) and not self.lazy_update_sparse(grad)
+        if not fused:
+            for i, w, g, s in zip(index, weight, grad, state):
+                super().update_multi_precision(i, w, g, s)
+            return
+        self._update_count(list(index))
+        lrs, wds = self._get_lrs(list(index)), self._get_wds(list(index))
+        for j, i in enumerate(index):
+            t = self._index_update_count[i]
+            lrs[j] *= math.sqrt(1.0 - self.beta2 ** t) / (1.0 - self.beta1 ** t)
+        means = [s[0] for s in state]
+        variances = [s[1] for s in state]
+        nd.gluon_bbb_adam(*weight, *grad, *means, *variances, num_tensors=len(weight),
+                          lrs=",".join(repr(float(v)) for v in lrs),
+                          wds=",".join(repr(float(v)) for v in wds),
+                          beta1=repr(float(self.beta1)), beta2=repr(float(self.beta2)),
+                          epsilon=repr(float(self.epsilon)),
+                          rescale_grad=repr(float(self.rescale_grad)),
+                          clip_gradient=repr(float(self.clip_gradient or -1.0)))
+
+    @staticmethod
+    def lazy_update_sparse(grads):
+        """True if any gradient is sparse (the fused operator handles dense arrays only)."""
+        return any(getattr(g, "stype", "default") != "default" for g in grads)

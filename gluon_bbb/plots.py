@@ -1,0 +1,361 @@
+"""Figures of the paper and of training runs, with matplotlib and seaborn.
+
+Every function draws into the axes it is given (``ax``, or ``axes`` for the two-panel
+figures, or ``fig`` for the image grid) or, by default, into a new ``matplotlib.figure.Figure``
+that is not registered with pyplot; it returns the Figure. Nothing here changes global
+state (no ``plt.show``, no style changes): save with ``fig.savefig(path)``; in Jupyter a
+returned Figure is displayed like any other.
+
+Drawing weight samples for :func:`weight_densities` is done by
+:func:`gluon_bbb.pruning.sample_weights`, next to :func:`gluon_bbb.pruning.signal_to_noise`.
+
+Densities of millions of weights are histograms drawn as lines (``np.histogram``, linear in
+the number of weights), not kernel density estimates.
+"""
+import math
+import numbers
+
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+__all__ = [
+    "image_grid",
+    "training_curves",
+    "weight_densities",
+    "log_snr_density",
+    "pruning_curve",
+    "posterior_gaussian",
+]
+
+METHOD_LABELS = {"snr": "signal-to-noise ratio", "naive": "|mu| (naive)"}
+"""Legend text of each pruning method in :func:`pruning_curve`."""
+
+
+# ---------------------------------------------------------------------------- helpers
+def _new_axes(ncols=1, figsize=(6.0, 4.0)):
+    figure = Figure(figsize=figsize, constrained_layout=True)
+    axes = figure.subplots(1, ncols, squeeze=False)[0]
+    return list(axes) if ncols > 1 else axes[0]
+
+
+def _colors(count):
+    # seaborn is imported here, not at the top: it adds about a second to ``import gluon_bbb``.
+    import seaborn as sns
+
+    return sns.color_palette("colorblind", max(int(count), 1))
+
+
+def _despine(*axes):
+    import seaborn as sns
+
+    for ax in axes:
+        sns.despine(ax=ax)
+
+
+def _as_numpy(values, name):
+    if hasattr(values, "asnumpy"):
+        values = values.asnumpy()
+    try:
+        return np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be an array of numbers, got {type(values).__name__}") from None
+
+
+def _check_axes(axes, count, name):
+    if axes is None:
+        return _new_axes(count, figsize=(5.0 * count, 3.8))
+    axes = list(axes)
+    if len(axes) != count:
+        raise ValueError(f"{name} must hold {count} matplotlib Axes, got {len(axes)}")
+    return axes
+
+
+def _finite_number(value, name, positive=False):
+    if hasattr(value, "asscalar"):
+        value = value.asscalar()
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    if not math.isfinite(value) or (positive and not value > 0):
+        raise ValueError(f"{name} must be a {'positive' if positive else 'finite'} number, got {value!r}")
+    return float(value)
+
+
+def _positive_int(value, name):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+# ---------------------------------------------------------------------------- data
+def image_grid(images, labels, class_names=None, rows=3, cols=3, predictions=None, fig=None):
+    """The first ``rows * cols`` images in a grid, titled by their class.
+
+    Parameters
+    ----------
+    images : array or NDArray, (n, H, W), (n, 1, H, W) or (n, H * W) with square images
+    labels : array or NDArray, (n,) class indices
+    class_names : sequence of str, optional
+        Name of each class index, e.g. ``data.CLASS_NAMES['fashion-mnist']``.
+    rows, cols : int, >= 1
+    predictions : array or NDArray, (n,), optional
+        Predicted class indices: titles become "true / predicted", in red where wrong.
+    fig : matplotlib Figure, optional
+        Drawn into (it gets rows x cols new axes); default a new Figure.
+
+    Returns
+    -------
+    Figure with rows * cols axes (those without an image are hidden).
+    """
+    rows, cols = _positive_int(rows, "rows"), _positive_int(cols, "cols")
+    images, labels = _as_numpy(images, "images"), _as_numpy(labels, "labels").astype(int)
+    if images.ndim == 4 and images.shape[1] == 1:
+        images = images[:, 0]
+    if images.ndim == 2:
+        side = int(round(math.sqrt(images.shape[1])))
+        if side * side != images.shape[1]:
+            raise ValueError(f"images of shape {images.shape} are not square: pass (n, H, W)")
+        images = images.reshape(len(images), side, side)
+    if images.ndim != 3:
+        raise ValueError(f"images must have shape (n, H, W), (n, 1, H, W) or (n, H*W), got {images.shape}")
+    if labels.shape != (len(images),):
+        raise ValueError(f"labels must have shape ({len(images)},), got {labels.shape}")
+    if predictions is not None:
+        predictions = _as_numpy(predictions, "predictions").astype(int)
+        if predictions.shape != labels.shape:
+            raise ValueError(f"predictions must have shape {labels.shape}, got {predictions.shape}")
+
+    def name(index):
+        return str(class_names[index]) if class_names is not None else str(index)
+
+    if fig is None:
+        fig = Figure(figsize=(1.6 * cols, 1.8 * rows), constrained_layout=True)
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    for i, ax in enumerate(axes):
+        ax.set_axis_off()
+        if i >= len(images):
+            continue
+        ax.imshow(images[i], cmap="gray")
+        if predictions is None:
+            ax.set_title(name(labels[i]), fontsize=9)
+        else:
+            wrong = predictions[i] != labels[i]
+            ax.set_title(f"{name(labels[i])} / {name(predictions[i])}", fontsize=9,
+                         color="tab:red" if wrong else "black")
+    return fig
+
+
+# ---------------------------------------------------------------------------- training
+LOSS_KEYS = ("loss", "nll", "complexity")
+ERROR_KEYS = ("train_error", "test_error")
+
+
+def training_curves(history, label=None, axes=None):
+    """Loss (and its nll and complexity parts) and error rates per epoch.
+
+    Parameters
+    ----------
+    history : list of dict
+        :attr:`BBBTrainer.history` or the history of
+        :func:`gluon_bbb.baselines.train_deterministic`. The keys present among 'loss', 'nll',
+        'complexity' are drawn on the left, 'train_error' and 'test_error' (in %) on the right.
+    label : str, optional
+        Prefix of the legend entries, to compare several runs on the same ``axes``.
+    axes : pair of matplotlib Axes, optional
+
+    Returns
+    -------
+    Figure with two axes: one line per key present.
+    """
+    if not isinstance(history, (list, tuple)) or not history or not all(isinstance(r, dict) for r in history):
+        raise ValueError("history must be a non-empty list of dicts, one per epoch")
+    loss_ax, error_ax = _check_axes(axes, 2, "axes")
+    epochs = [record.get("epoch", i + 1) for i, record in enumerate(history)]
+    prefix = f"{label}: " if label else ""
+    for ax, keys, scale in ((loss_ax, LOSS_KEYS, 1.0), (error_ax, ERROR_KEYS, 100.0)):
+        present = [key for key in keys if all(record.get(key) is not None for record in history)]
+        drawn = len(ax.lines)  # earlier runs on the same axes keep their colours
+        for key, color in zip(present, _colors(drawn + len(present))[drawn:]):
+            values = [scale * record[key] for record in history]
+            ax.plot(epochs, values, marker="o", markersize=3, color=color, label=prefix + key)
+        ax.set_xlabel("epoch")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        if present:
+            ax.legend(frameon=False)
+    loss_ax.set_ylabel("summed over the epoch")
+    loss_ax.set_title("loss")
+    error_ax.set_ylabel("error (%)")
+    error_ax.set_title("classification error")
+    _despine(loss_ax, error_ax)
+    return loss_ax.figure
+
+
+# ---------------------------------------------------------------------------- Fig. 3 and 4
+def _density_line(values, edges):
+    """Histogram density of ``values`` over all of them (values outside the edges count)."""
+    counts, _ = np.histogram(values, bins=edges)
+    widths = np.diff(edges)
+    return 0.5 * (edges[:-1] + edges[1:]), counts / (values.size * widths)
+
+
+def weight_densities(named_weight_arrays, ax=None, bins=200, limits=None):
+    """Density of the weights of several networks on one axes (the paper's Fig. 3).
+
+    Parameters
+    ----------
+    named_weight_arrays : dict of str -> array
+        Legend label -> weights of any shape, e.g. ``{'Bayes by Backprop':
+        pruning.sample_weights(trainer), 'dropout': np.concatenate([...])}``.
+    ax : matplotlib Axes, optional
+    bins : int, >= 1
+    limits : (float, float), optional
+        x range; default symmetric, to the 99.5th percentile of |w| over all models.
+
+    Returns
+    -------
+    Figure, one line per model.
+    """
+    if not isinstance(named_weight_arrays, dict) or not named_weight_arrays:
+        raise ValueError("named_weight_arrays must be a non-empty dict of label -> weights")
+    bins = _positive_int(bins, "bins")
+    arrays = {name: _as_numpy(values, f"weights of {name!r}").ravel()
+              for name, values in named_weight_arrays.items()}
+    for name, values in arrays.items():
+        if values.size == 0:
+            raise ValueError(f"the weights of {name!r} are empty")
+    if limits is None:
+        half = max(np.percentile(np.abs(v), 99.5) for v in arrays.values()) or 1.0
+        limits = (-half, half)
+    low, high = (float(v) for v in limits)
+    if not low < high:
+        raise ValueError(f"limits must satisfy low < high, got {limits!r}")
+    edges = np.linspace(low, high, bins + 1)
+    ax = ax if ax is not None else _new_axes()
+    for (name, values), color in zip(arrays.items(), _colors(len(arrays))):
+        ax.plot(*_density_line(values, edges), color=color, label=name)
+    ax.set_xlabel("weight")
+    ax.set_ylabel("density")
+    ax.set_xlim(low, high)
+    ax.legend(frameon=False)
+    _despine(ax)
+    return ax.figure
+
+
+def log_snr_density(snr, cutoffs=None, axes=None, bins=200):
+    """Density and CDF of the signal-to-noise ratio in decibels (the paper's Fig. 4).
+
+    The x axis is 10 log10(|mu| / sigma), as in the paper. Weights with a ratio of 0 or
+    inf have no finite logarithm and are left out of the curves.
+
+    Parameters
+    ----------
+    snr : array, (num_weights,)
+        From :func:`gluon_bbb.pruning.signal_to_noise`.
+    cutoffs : sequence of float in (0, 1), optional
+        Fractions pruned: a vertical line marks the ratio below which each fraction of the
+        weights lies.
+    axes : pair of matplotlib Axes, optional
+    bins : int, >= 1
+
+    Returns
+    -------
+    Figure with two axes (density, CDF), each with 1 + len(cutoffs) lines.
+    """
+    snr = _as_numpy(snr, "snr").ravel()
+    bins = _positive_int(bins, "bins")
+    with np.errstate(divide="ignore"):
+        decibels = 10.0 * np.log10(snr)
+    decibels = decibels[np.isfinite(decibels)]
+    if decibels.size == 0:
+        raise ValueError("snr holds no finite positive ratios")
+    cutoffs = [] if cutoffs is None else list(cutoffs)
+    for fraction in cutoffs:
+        if isinstance(fraction, bool) or not isinstance(fraction, numbers.Real) or not 0 < fraction < 1:
+            raise ValueError(f"cutoffs must be fractions in (0, 1), got {fraction!r}")
+    density_ax, cdf_ax = _check_axes(axes, 2, "axes")
+    edges = np.linspace(decibels.min(), decibels.max() + 1e-9, bins + 1)
+    centers, density = _density_line(decibels, edges)
+    counts, _ = np.histogram(decibels, bins=edges)
+    curve_color, *cut_colors = _colors(len(cutoffs) + 1)
+    density_ax.plot(centers, density, color=curve_color)
+    cdf_ax.plot(edges[1:], np.cumsum(counts) / decibels.size, color=curve_color)
+    with np.errstate(divide="ignore"):
+        positions = 10.0 * np.log10(np.quantile(snr, cutoffs)) if cutoffs else []
+    for fraction, position, color in zip(cutoffs, positions, cut_colors):
+        for ax in (density_ax, cdf_ax):
+            ax.axvline(position, color=color, linestyle="--", label=f"{100 * fraction:g}% removed")
+    for ax, title in ((density_ax, "density"), (cdf_ax, "CDF")):
+        ax.set_xlabel("signal-to-noise ratio (dB)")
+        ax.set_title(title)
+        if cutoffs:
+            ax.legend(frameon=False)
+    density_ax.set_ylabel("density")
+    cdf_ax.set_ylabel("fraction of weights")
+    _despine(density_ax, cdf_ax)
+    return density_ax.figure
+
+
+# ---------------------------------------------------------------------------- Table 2
+def pruning_curve(table, ax=None):
+    """Test error against the fraction of weights removed, one line per pruning method.
+
+    Parameters
+    ----------
+    table : list of dict
+        Rows of :func:`gluon_bbb.pruning.pruning_table` (or read back from its JSON), each
+        with 'fraction', 'method' and 'test_error'.
+    ax : matplotlib Axes, optional
+
+    Returns
+    -------
+    Figure, one line per method.
+    """
+    if not isinstance(table, (list, tuple)) or not table:
+        raise ValueError("table must be a non-empty list of rows")
+    for row in table:
+        if not isinstance(row, dict) or not {"fraction", "method", "test_error"} <= set(row):
+            raise ValueError(f"each row of table needs 'fraction', 'method' and 'test_error', got {row!r}")
+    methods = list(dict.fromkeys(row["method"] for row in table))
+    ax = ax if ax is not None else _new_axes()
+    for method, color in zip(methods, _colors(len(methods))):
+        rows = sorted((row for row in table if row["method"] == method), key=lambda r: r["fraction"])
+        ax.plot([100 * r["fraction"] for r in rows], [100 * r["test_error"] for r in rows],
+                marker="o", color=color, label=METHOD_LABELS.get(method, method))
+    ax.set_xlabel("weights removed (%)")
+    ax.set_ylabel("test error (%)")
+    ax.legend(title="removed first: lowest", frameon=False)
+    _despine(ax)
+    return ax.figure
+
+
+# ---------------------------------------------------------------------------- one weight
+def posterior_gaussian(mu, sigma, ax=None, label=None, num_std=4.0):
+    """The density N(w; mu, sigma^2) of one weight's posterior, over mu +- num_std sigma.
+
+    Parameters
+    ----------
+    mu : float
+    sigma : float, > 0
+    ax : matplotlib Axes, optional
+        Draw several weights on one axes by passing the same ``ax``.
+    label : str, optional
+        Legend entry; default "mu = ..., sigma = ...".
+    num_std : float, > 0
+
+    Returns
+    -------
+    Figure, one more line on the axes.
+    """
+    mu = _finite_number(mu, "mu")
+    sigma = _finite_number(sigma, "sigma", positive=True)
+    num_std = _finite_number(num_std, "num_std", positive=True)
+    w = np.linspace(mu - num_std * sigma, mu + num_std * sigma, 201)
+    density = np.exp(-0.5 * ((w - mu) / sigma) ** 2) / (sigma * math.sqrt(2.0 * math.pi))
+    ax = ax if ax is not None else _new_axes()
+    color = _colors(len(ax.lines) + 1)[-1]
+    ax.plot(w, density, color=color, label=label or f"mu = {mu:.3g}, sigma = {sigma:.3g}")
+    ax.set_xlabel("weight")
+    ax.set_ylabel("posterior density")
+    ax.legend(frameon=False)
+    _despine(ax)
+    return ax.figure

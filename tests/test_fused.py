@@ -1,0 +1,322 @@
+"""The fused C++ operators against independent computations.
+
+* the normals it draws: mean, variance and the Kolmogorov-Smirnov distance over 2 million;
+* reproducible from ``mx.random.seed`` and independent of the number of threads;
+* values and gradients equal the pure-MXNet path (float32) and central finite differences
+  (float64), hybridized and imperative;
+* the finite guard and FusedAdam against their MXNet counterparts;
+* the fallback is visible: a reason, an attribute, a log line.
+"""
+import json
+import logging
+import math
+import os
+import subprocess
+import sys
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import autograd, gluon, nd
+
+import gluon_bbb
+from gluon_bbb import BBBLoss, BBBTrainer, GaussianPrior, ScaleMixturePrior, fused
+from gluon_bbb._math import softplus
+
+from fused_paths import fused_or_skip
+import reference as ref
+
+PRIORS = [GaussianPrior(0.3), ScaleMixturePrior(0.25, math.exp(-1), math.exp(-7))]
+SHAPES = [(5, 4), (5,), (3, 5), (3,)]
+
+
+@pytest.fixture(autouse=True)
+def fused_available(monkeypatch):
+    monkeypatch.setenv(fused.ENV_SWITCH, "1")
+    fused_or_skip()
+
+
+def random_parameters(dtype, seed=0, shapes=SHAPES):
+    rng = np.random.default_rng(seed)
+    mus = [nd.array(rng.normal(scale=0.5, size=s), dtype=dtype) for s in shapes]
+    rhos = [nd.array(rng.uniform(-6, 1, size=s), dtype=dtype) for s in shapes]
+    eps = [nd.array(rng.normal(size=s), dtype=dtype) for s in shapes]
+    return mus, rhos, eps
+
+
+def normal_cdf(x):
+    return 0.5 * (1.0 + np.frompyfunc(math.erf, 1, 1)(x / math.sqrt(2.0)).astype(np.float64))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_drawn_noise_is_standard_normal(dtype):
+    mx.random.seed(123)
+    shapes = [(1000, 1000), (1000, 999), (3,)]  # odd sizes: Box-Muller pairs split at the end
+    zeros = [nd.zeros(s, dtype=dtype) for s in shapes]
+    _, _, eps = fused.variational_sample(zeros, zeros, GaussianPrior(1.0))
+    values = np.concatenate([e.asnumpy().ravel() for e in eps]).astype(np.float64)
+    n = values.size
+    assert abs(values.mean()) < 5 / math.sqrt(n)
+    assert abs(values.var() - 1.0) < 5 * math.sqrt(2.0 / n)
+    assert abs(np.mean(values ** 4) - 3.0) < 0.02  # the tails have the right weight
+    values.sort()
+    cdf = normal_cdf(values)
+    empirical_hi = np.arange(1, n + 1) / n
+    ks_distance = max(np.max(empirical_hi - cdf), np.max(cdf - (empirical_hi - 1.0 / n)))
+    assert ks_distance < 1.63 / math.sqrt(n)  # 1% critical value of the KS test
+    # Neighbouring values are uncorrelated (Box-Muller pairs use independent uniforms).
+    first = eps[0].asnumpy().ravel().astype(np.float64)
+    assert abs(np.corrcoef(first[:-1], first[1:])[0, 1]) < 5 / math.sqrt(first.size)
+
+
+def test_noise_is_reproducible_from_mxnet_seed():
+    zeros = [nd.zeros(s) for s in SHAPES]
+    mx.random.seed(7)
+    first = fused.variational_sample(zeros, zeros, GaussianPrior(1.0))[2]
+    second = fused.variational_sample(zeros, zeros, GaussianPrior(1.0))[2]
+    mx.random.seed(7)
+    again = fused.variational_sample(zeros, zeros, GaussianPrior(1.0))[2]
+    for a, b, c in zip(first, second, again):
+        np.testing.assert_array_equal(a.asnumpy(), c.asnumpy())
+        assert not np.array_equal(a.asnumpy(), b.asnumpy())
+
+
+def test_noise_does_not_depend_on_the_number_of_threads(tmp_path):
+    script = (
+        "import sys, numpy as np, mxnet as mx\n"
+        "from mxnet import nd\n"
+        "from gluon_bbb import fused, GaussianPrior\n"
+        "mx.random.seed(5)\n"
+        "zeros = [nd.zeros((3000, 700)), nd.zeros((5,))]\n"
+        "w, c, eps = fused.variational_sample(zeros, [z - 3 for z in zeros], GaussianPrior(1.0))\n"
+        "np.save(sys.argv[1], np.concatenate([e.asnumpy().ravel() for e in eps] + [c.asnumpy()]))\n"
+    )
+    results = []
+    for threads in ("1", "2"):
+        out = str(tmp_path / f"eps{threads}.npy")
+        env = dict(os.environ, OMP_NUM_THREADS=threads, MXNET_CPU_WORKER_NTHREADS=threads)
+        subprocess.run([sys.executable, "-c", script, out], check=True, env=env, capture_output=True)
+        results.append(np.load(out))
+    np.testing.assert_array_equal(results[0], results[1])
+
+
+def _values_and_gradients(prior, dtype, path):
+    """w, complexity and d/d(mu, rho) of 0.01 * complexity + sum(w * upstream), float64 out."""
+    rng = np.random.default_rng(0)
+    shapes = [(400, 300), (400,), (10, 400)]
+    mus = [nd.array(rng.normal(scale=0.5, size=s), dtype=dtype) for s in shapes]
+    rhos = [nd.array(rng.uniform(-6, 1, size=s), dtype=dtype) for s in shapes]
+    eps = [nd.array(rng.normal(size=s), dtype=dtype) for s in shapes]
+    upstream = [nd.array(rng.normal(size=s), dtype=dtype) for s in shapes]
+    for array in mus + rhos:
+        array.attach_grad()
+    with autograd.record():
+        if path == "fused":
+            weights, complexity, _ = fused.variational_sample(mus, rhos, prior, eps)
+        else:
+            sigmas = [softplus(nd, r) for r in rhos]
+            weights = [m + s * e for m, s, e in zip(mus, sigmas, eps)]
+            complexity = BBBLoss(prior).complexity(nd, weights, sigmas, eps)
+        objective = 0.01 * complexity + nd.add_n(*[nd.sum(w * g) for w, g in zip(weights, upstream)])
+    objective.backward()
+    as64 = lambda arrays: [a.asnumpy().astype(np.float64) for a in arrays]  # noqa: E731
+    return as64(weights), float(complexity.asscalar()), as64([a.grad for a in mus + rhos])
+
+
+@pytest.mark.parametrize("prior", PRIORS, ids=["gaussian", "mixture"])
+def test_float32_values_and_gradients_match_the_mxnet_path(prior):
+    """Both paths agree within float32 accuracy, measured against the float64 MXNet path.
+
+    The mixture's gradient is ill-conditioned in float32 where the two components trade
+    places (k2 w^2 ~ 1e5 cancels), so the tolerance is the MXNet path's own float32 error.
+    """
+    w_truth, c_truth, g_truth = _values_and_gradients(prior, "float64", "mxnet")
+    w_fused, c_fused, g_fused = _values_and_gradients(prior, "float32", "fused")
+    w_mxnet, c_mxnet, g_mxnet = _values_and_gradients(prior, "float32", "mxnet")
+    for a, b in zip(w_fused, w_mxnet):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert c_fused == pytest.approx(c_mxnet, rel=1e-5)
+    assert c_fused == pytest.approx(c_truth, rel=1e-5)
+    def max_error(grads, reference):
+        return max(np.abs(g - r).max() for g, r in zip(grads, reference))
+
+    float32_error = max_error(g_mxnet, g_truth) + 1e-6 * max(np.abs(t).max() for t in g_truth)
+    assert max_error(g_fused, g_truth) <= 1.5 * float32_error
+    assert max_error(g_fused, g_mxnet) <= 2.5 * float32_error
+
+
+@pytest.mark.parametrize("prior", PRIORS, ids=["gaussian", "mixture"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_complexity_matches_float64_numpy(prior, dtype):
+    mus, rhos, eps = random_parameters(dtype, seed=3)
+    weights, complexity, _ = fused.variational_sample(mus, rhos, prior, eps)
+    expected = 0.0
+    for mu, rho, e, w in zip(mus, rhos, eps, weights):
+        sigma = ref.softplus(rho.asnumpy().astype(np.float64))
+        w64 = mu.asnumpy().astype(np.float64) + sigma * e.asnumpy().astype(np.float64)
+        np.testing.assert_allclose(w.asnumpy(), w64, rtol=1e-6 if dtype == "float32" else 1e-13)
+        log_q = np.sum(-np.log(sigma) - 0.5 * e.asnumpy().astype(np.float64) ** 2 - ref.LOG_SQRT_2PI)
+        expected += log_q - np.sum(log_prior(prior, w64))
+    assert complexity.asscalar() == pytest.approx(expected, rel=1e-5 if dtype == "float32" else 1e-12)
+
+
+def log_prior(prior, w):
+    if isinstance(prior, ScaleMixturePrior):
+        return ref.log_scale_mixture_prior(w, prior.pi, prior.sigma1, prior.sigma2)
+    return ref.log_gaussian_prior(w, prior.sigma)
+
+
+class TinyBBBCost(gluon.HybridBlock):
+    """x -> Dense(w) -> Eq. (8), with w and the complexity from the fused operator."""
+
+    def __init__(self, prior, **kwargs):
+        super().__init__(**kwargs)
+        self.prior = prior
+        self.loss = BBBLoss(prior)
+
+    def hybrid_forward(self, F, x, y, kl_weight, mu_w, mu_b, rho_w, rho_b, eps_w, eps_b):
+        outputs = F.gluon_bbb_variational(mu_w, mu_b, rho_w, rho_b, eps_w, eps_b, num_tensors=2,
+                                          eps_given=1, **fused.prior_attributes(self.prior))
+        pred = F.FullyConnected(x, outputs[0], outputs[1], num_hidden=3)
+        return self.loss(pred, y, kl_weight, outputs[2])[0]
+
+
+@pytest.mark.parametrize("prior", PRIORS, ids=["gaussian", "mixture"])
+@pytest.mark.parametrize("hybridize", [False, True], ids=["imperative", "hybridized"])
+def test_gradients_match_central_finite_differences_float64(prior, hybridize):
+    rng = np.random.default_rng(2)
+    x = nd.array(rng.normal(size=(6, 4)), dtype="float64")
+    y = nd.array(rng.integers(0, 3, size=6), dtype="float64")
+    kl_weight = nd.array([0.3], dtype="float64")
+    mus, rhos, eps = random_parameters("float64", seed=4, shapes=[(3, 4), (3,)])
+    block = TinyBBBCost(prior)
+    if hybridize:
+        block.hybridize()
+    params = mus + rhos
+
+    def cost():
+        return block(x, y, kl_weight, *params, *eps)
+
+    for p in params:
+        p.attach_grad()
+    with autograd.record():
+        value = cost()
+    value.backward()
+    analytic = [p.grad.asnumpy().copy() for p in params]
+    step = 1e-6
+    for p, grad in zip(params, analytic):
+        flat = p.reshape((-1,))
+        for j in range(flat.size):
+            original = flat[j].asscalar()
+            flat[j] = original + step
+            plus = cost().asscalar()
+            flat[j] = original - step
+            minus = cost().asscalar()
+            flat[j] = original
+            numeric = (plus - minus) / (2 * step)
+            assert grad.ravel()[j] == pytest.approx(numeric, rel=1e-6, abs=1e-7)
+
+
+def test_hybridized_equals_imperative():
+    rng = np.random.default_rng(5)
+    x = nd.array(rng.normal(size=(6, 4)))
+    y = nd.array(rng.integers(0, 3, size=6))
+    kl_weight = nd.array([0.3])
+    mus, rhos, eps = random_parameters("float32", seed=6, shapes=[(3, 4), (3,)])
+    results = []
+    for hybridize in (False, True):
+        block = TinyBBBCost(PRIORS[1])
+        if hybridize:
+            block.hybridize()
+        for p in mus + rhos:
+            p.attach_grad()
+        with autograd.record():
+            value = block(x, y, kl_weight, *mus, *rhos, *eps)
+        value.backward()
+        results.append([value.asnumpy()] + [p.grad.asnumpy() for p in mus + rhos])
+    for a, b in zip(*results):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def test_finite_guard_zeroes_gradients_only_when_something_is_not_finite():
+    grads = [nd.array(np.random.default_rng(0).normal(size=s)) for s in [(300, 70), (7,)]]
+    before = [g.asnumpy().copy() for g in grads]
+    assert fused.finite_guard(nd.array([2.0]), grads).asscalar() == 1
+    for g, b in zip(grads, before):
+        np.testing.assert_array_equal(g.asnumpy(), b)
+    assert fused.finite_guard(nd.array([np.inf]), grads).asscalar() == 0
+    assert all(not g.asnumpy().any() for g in grads)
+    grads[0][:] = 1.0
+    grads[0][123, 4] = np.nan
+    assert fused.finite_guard(nd.array([1.0]), grads).asscalar() == 0
+    assert all(not g.asnumpy().any() for g in grads)
+
+
+@pytest.mark.parametrize("options", [{}, {"wd": 0.01, "clip_gradient": 0.5}], ids=["plain", "wd-clip"])
+def test_fused_adam_matches_mxnet_adam(options):
+    rng = np.random.default_rng(0)
+    shapes = [(50, 30), (30,), (7, 3, 3)]
+    initial = [rng.normal(size=s).astype(np.float32) for s in shapes]
+    gradients = [[rng.normal(size=s).astype(np.float32) for s in shapes] for _ in range(5)]
+    results = []
+    for optimizer in (mx.optimizer.Adam(learning_rate=0.01, **options),
+                      fused.FusedAdam(learning_rate=0.01, **options)):
+        updater = mx.optimizer.get_updater(optimizer)  # what gluon.Trainer uses
+        optimizer.rescale_grad = 1.0 / 4
+        weights = [nd.array(values) for values in initial]
+        for step_gradients in gradients:
+            updater(list(range(len(weights))), [nd.array(g) for g in step_gradients], weights)
+        results.append([w.asnumpy() for w in weights])
+    for a, b in zip(*results):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_trainer_uses_the_fused_path_and_fused_adam():
+    net = gluon.nn.Dense(3, in_units=4)
+    net.initialize()
+    trainer = BBBTrainer(net, BBBLoss(GaussianPrior(1.0)))
+    assert trainer.fused and trainer.fused_reason == ""
+    assert isinstance(trainer.trainer._optimizer, fused.FusedAdam)
+
+
+def test_fallback_is_visible(monkeypatch, caplog):
+    net = gluon.nn.Dense(3, in_units=4)
+    net.initialize()
+    trainer = BBBTrainer(net, BBBLoss(GaussianPrior(1.0)), fused=False)
+    assert not trainer.fused and "fused=False" in trainer.fused_reason
+    monkeypatch.setenv(fused.ENV_SWITCH, "0")
+    with caplog.at_level(logging.WARNING, logger="gluon_bbb"):
+        trainer = BBBTrainer(net, BBBLoss(GaussianPrior(1.0)))
+    assert not trainer.fused and fused.ENV_SWITCH in trainer.fused_reason
+    assert any(fused.ENV_SWITCH in record.getMessage() for record in caplog.records)
+    with pytest.raises(RuntimeError, match=fused.ENV_SWITCH):
+        BBBTrainer(net, BBBLoss(GaussianPrior(1.0)), fused=True)
+    with pytest.raises(ValueError, match="fused"):
+        BBBTrainer(net, BBBLoss(GaussianPrior(1.0)), fused="yes")
+
+
+def test_failed_build_and_missing_compiler_give_a_reason(monkeypatch, tmp_path):
+    broken = tmp_path / "broken.cc"
+    broken.write_text("this is not C++\n")
+    monkeypatch.setenv("GLUON_BBB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(fused, "SOURCE", str(broken))
+    status = fused._build_and_load()
+    assert not status.available and "compiling broken.cc failed" in status.reason
+    assert not any((tmp_path / "cache").glob("*.so"))  # nothing half-built is left behind
+    monkeypatch.setattr(fused, "_compiler", lambda: None)
+    status = fused._build_and_load()
+    assert not status.available and "no C++ compiler" in status.reason
+
+
+def test_library_is_cached_per_user_under_a_content_key():
+    status = fused.fused_status()
+    name = os.path.basename(status.library_path)
+    assert name.startswith("gluon_bbb_variational-") and name.endswith(".so")
+    include_dir, lib_api = fused._mxnet_dirs()
+    assert fused._build_key(fused._compiler(), include_dir, lib_api) in name
+
+
+def test_operator_rejects_mismatched_shapes_by_name():
+    with pytest.raises(mx.base.MXNetError, match="rho and mu have different shapes"):
+        fused.variational_sample([nd.zeros((3, 2))], [nd.zeros((2, 3))], GaussianPrior(1.0)).__repr__()
+        nd.waitall()

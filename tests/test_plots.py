@@ -1,0 +1,163 @@
+"""Figures (gluon_bbb.plots) with the Agg backend: axes, lines, labels and the plotted values."""
+import io
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from mxnet import nd  # noqa: E402
+
+from gluon_bbb import plots  # noqa: E402
+from gluon_bbb.data import CLASS_NAMES  # noqa: E402
+
+BBB_HISTORY = [
+    {"epoch": 1, "loss": 30.0, "nll": 20.0, "complexity": 10.0, "train_error": 0.3, "test_error": 0.25},
+    {"epoch": 2, "loss": 20.0, "nll": 14.0, "complexity": 6.0, "train_error": 0.2, "test_error": 0.15},
+]
+BASELINE_HISTORY = [
+    {"epoch": 1, "loss": 25.0, "train_error": 0.28, "test_error": 0.2},
+    {"epoch": 2, "loss": 12.0, "train_error": 0.1, "test_error": 0.12},
+]
+
+
+@pytest.fixture(autouse=True)
+def no_pyplot_figures():
+    """No function may leave figures in pyplot's global registry."""
+    before = plt.get_fignums()
+    yield
+    assert plt.get_fignums() == before
+
+
+def labels_of(ax):
+    return [line.get_label() for line in ax.lines]
+
+
+def assert_renders(figure):
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    assert buffer.getvalue().startswith(b"\x89PNG")
+
+
+def test_image_grid_titles_each_image_by_class_name():
+    rng = np.random.default_rng(0)
+    images = nd.array(rng.random((5, 784)))  # NDArray input, flattened 28 x 28 images
+    labels = np.array([0, 9, 3, 3, 1])
+    figure = plots.image_grid(images, labels, class_names=CLASS_NAMES["fashion-mnist"], rows=2, cols=3)
+    assert isinstance(figure, Figure) and len(figure.axes) == 6
+    titles = [ax.get_title() for ax in figure.axes]
+    assert titles == ["T-shirt/top", "Ankle boot", "Dress", "Dress", "Trouser", ""]
+    assert [len(ax.images) for ax in figure.axes] == [1, 1, 1, 1, 1, 0]
+    np.testing.assert_allclose(figure.axes[1].images[0].get_array(), images[1].asnumpy().reshape(28, 28))
+    assert_renders(figure)
+
+
+def test_image_grid_marks_wrong_predictions_in_red():
+    images = np.zeros((4, 1, 5, 5))
+    figure = plots.image_grid(images, [0, 1, 2, 3], predictions=[0, 2, 2, 1], rows=2, cols=2)
+    assert [ax.get_title() for ax in figure.axes] == ["0 / 0", "1 / 2", "2 / 2", "3 / 1"]
+    red = [matplotlib.colors.same_color(ax.title.get_color(), "tab:red") for ax in figure.axes]
+    assert red == [False, True, False, True]
+
+
+def test_training_curves_draw_each_key_that_is_present():
+    figure = plots.training_curves(BBB_HISTORY)
+    loss_ax, error_ax = figure.axes
+    assert labels_of(loss_ax) == ["loss", "nll", "complexity"]
+    assert labels_of(error_ax) == ["train_error", "test_error"]
+    np.testing.assert_allclose(error_ax.lines[1].get_ydata(), [25.0, 15.0])  # in percent
+    np.testing.assert_allclose(loss_ax.lines[1].get_xdata(), [1, 2])
+    # a baseline drawn on the same axes: only its own keys, prefixed by its label
+    plots.training_curves(BASELINE_HISTORY, label="dropout", axes=figure.axes)
+    assert labels_of(loss_ax)[3:] == ["dropout: loss"]
+    assert labels_of(error_ax)[2:] == ["dropout: train_error", "dropout: test_error"]
+    assert loss_ax.lines[3].get_color() != loss_ax.lines[0].get_color()
+    assert_renders(figure)
+
+
+def test_weight_densities_one_normalised_line_per_model():
+    rng = np.random.default_rng(1)
+    weights = {"Bayes by Backprop": rng.normal(scale=0.05, size=(3, 20000)),
+               "dropout": rng.normal(scale=0.1, size=50000)}
+    figure = plots.weight_densities(weights, limits=(-0.6, 0.6), bins=120)
+    (ax,) = figure.axes
+    assert labels_of(ax) == list(weights)
+    for line, scale in zip(ax.lines, (0.05, 0.1)):
+        x, density = line.get_xdata(), line.get_ydata()
+        assert np.sum(density) * (x[1] - x[0]) == pytest.approx(1.0, abs=1e-6)  # all within limits
+        assert density.max() == pytest.approx(1 / (scale * np.sqrt(2 * np.pi)), rel=0.1)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == list(weights)
+
+
+def test_log_snr_density_marks_the_cutoffs_at_the_snr_quantiles():
+    rng = np.random.default_rng(2)
+    snr = np.concatenate([np.exp(rng.normal(size=10000)), [0.0]])  # the zero has no logarithm
+    figure = plots.log_snr_density(snr, cutoffs=[0.5, 0.75])
+    density_ax, cdf_ax = figure.axes
+    for ax in (density_ax, cdf_ax):
+        assert len(ax.lines) == 3
+        assert labels_of(ax)[1:] == ["50% removed", "75% removed"]
+        np.testing.assert_allclose([line.get_xdata()[0] for line in ax.lines[1:]],
+                                   10 * np.log10(np.quantile(snr, [0.5, 0.75])))
+    cdf = cdf_ax.lines[0].get_ydata()
+    assert cdf[-1] == pytest.approx(1.0) and np.all(np.diff(cdf) >= 0)
+    decibels = 10 * np.log10(snr[:-1])
+    x = cdf_ax.lines[0].get_xdata()
+    np.testing.assert_allclose(cdf[::40], [np.mean(decibels <= v) for v in x[::40]], atol=1e-3)
+    assert len(plots.log_snr_density(snr).axes[0].lines) == 1
+
+
+def test_pruning_curve_one_line_per_method_in_fraction_order():
+    table = [
+        {"fraction": 0.5, "method": "snr", "test_error": 0.02},
+        {"fraction": 0.0, "method": "snr", "test_error": 0.018},
+        {"fraction": 0.0, "method": "naive", "test_error": 0.018},
+        {"fraction": 0.5, "method": "naive", "test_error": 0.05},
+    ]
+    (ax,) = plots.pruning_curve(table).axes
+    assert labels_of(ax) == [plots.METHOD_LABELS["snr"], plots.METHOD_LABELS["naive"]]
+    np.testing.assert_allclose(ax.lines[0].get_xdata(), [0, 50])
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), [1.8, 2.0])
+    np.testing.assert_allclose(ax.lines[1].get_ydata(), [1.8, 5.0])
+
+
+def test_posterior_gaussian_is_a_normal_density_and_stacks_on_one_axes():
+    figure = plots.posterior_gaussian(0.2, 0.05)
+    (ax,) = figure.axes
+    x, y = ax.lines[0].get_xdata(), ax.lines[0].get_ydata()
+    assert x.min() == pytest.approx(0.0) and x.max() == pytest.approx(0.4)
+    assert x[np.argmax(y)] == pytest.approx(0.2)
+    assert y.max() == pytest.approx(1 / (0.05 * np.sqrt(2 * np.pi)))
+    assert np.trapz(y, x) == pytest.approx(1.0, abs=1e-3)
+    plots.posterior_gaussian(-0.1, 0.02, ax=ax, label="w_2")
+    assert labels_of(ax) == ["mu = 0.2, sigma = 0.05", "w_2"]
+
+
+def test_functions_draw_into_given_axes():
+    figure = Figure()
+    ax = figure.subplots()
+    assert plots.pruning_curve([{"fraction": 0.0, "method": "snr", "test_error": 0.1}], ax=ax) is figure
+    assert plots.weight_densities({"a": np.arange(5.0)}, ax=ax) is figure
+    assert len(ax.lines) == 2
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: plots.image_grid(np.zeros((3, 10)), [0, 1, 2]), ValueError, "not square"),
+    (lambda: plots.image_grid(np.zeros((3, 4, 4)), [0, 1]), ValueError, "labels"),
+    (lambda: plots.image_grid(np.zeros((3, 4, 4)), [0, 1, 2], rows=0), ValueError, "rows"),
+    (lambda: plots.training_curves([]), ValueError, "history"),
+    (lambda: plots.training_curves(BBB_HISTORY, axes=[None]), ValueError, "axes"),
+    (lambda: plots.weight_densities({}), ValueError, "named_weight_arrays"),
+    (lambda: plots.weight_densities({"a": [1.0]}, limits=(1, 0)), ValueError, "limits"),
+    (lambda: plots.log_snr_density([1.0], cutoffs=[1.0]), ValueError, "cutoffs"),
+    (lambda: plots.log_snr_density([0.0]), ValueError, "snr"),
+    (lambda: plots.pruning_curve([{"fraction": 0.5}]), ValueError, "table"),
+    (lambda: plots.posterior_gaussian(0.0, 0.0), ValueError, "sigma"),
+    (lambda: plots.posterior_gaussian("a", 1.0), TypeError, "mu"),
+])
+def test_bad_arguments_are_named(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
