@@ -269,7 +269,8 @@ class BBBTrainer:
             nd.where(condition, grad, zeros, out=grad)
         return finite
 
-    def fit(self, train_data, num_epochs, eval_data=None, checkpoint_path=None, progress=True):
+    def fit(self, train_data, num_epochs, eval_data=None, checkpoint_path=None, progress=True,
+            epoch_callback=None):
         """Train until ``num_epochs`` epochs are complete (continuing from ``self.epoch``).
 
         Parameters
@@ -284,6 +285,9 @@ class BBBTrainer:
             Written atomically after every epoch.
         progress : bool
             Show a tqdm progress bar.
+        epoch_callback : callable, optional
+            Called as ``epoch_callback(trainer, record)`` after each epoch's record is added
+            to the history and its checkpoint is written (e.g. to keep the best epoch).
 
         Returns
         -------
@@ -306,6 +310,8 @@ class BBBTrainer:
                 mx.random.seed(_epoch_seed(self.seed, epoch), ctx=mx.cpu())
             sums = nd.zeros((3,), ctx=self.ctx, dtype=dtype)  # cost, nll, weighted complexity
             counts = nd.zeros((3,), ctx=self.ctx, dtype=dtype)  # mistakes, skipped steps, bad labels
+            statistics = _StepStatistics(self.loss.likelihood == "softmax", self.num_outputs)
+            statistics.hybridize()
             num_examples = 0
             batches = tqdm(train_data, total=num_batches, disable=not progress, leave=False,
                            desc=f"epoch {epoch + 1}/{num_epochs}")
@@ -314,16 +320,10 @@ class BBBTrainer:
                 label = label.as_in_context(self.ctx).astype(dtype, copy=False)
                 pi = pis[min(i, num_batches - 1):min(i, num_batches - 1) + 1]
                 cost, nll, complexity, pred, finite = self.step(data, label, pi)
-                values = nd.concat(cost, nll, pi * complexity, dim=0)
-                # A discarded (non-finite) step is left out of the epoch's totals.
-                sums += nd.where(nd.broadcast_to(finite, shape=(3,)), values, nd.zeros_like(values))
+                step_sums, step_counts = statistics(cost, nll, complexity, pi, finite, pred, label)
+                sums += step_sums
+                counts += step_counts
                 num_examples += data.shape[0]
-                if self.loss.likelihood == "softmax":
-                    mistakes = nd.sum(nd.argmax(pred, axis=-1) != label)
-                    bad_labels = nd.sum((label < 0) + (label >= self.num_outputs))
-                    counts += nd.concat(mistakes.astype(dtype), 1 - finite, bad_labels.astype(dtype), dim=0)
-                else:
-                    counts[1:2] += 1 - finite
             totals = nd.concat(sums, counts, dim=0).asnumpy()  # the epoch's one host sync
             self._finish_epoch_checks(totals, i + 1)
             record = {
@@ -344,6 +344,8 @@ class BBBTrainer:
             if checkpoint_path is not None:
                 self.save(checkpoint_path)
             logger.info("epoch %d: %s", self.epoch, record)
+            if epoch_callback is not None:
+                epoch_callback(self, record)
         self.set_mean()
         return self.history
 
@@ -493,6 +495,29 @@ class BBBTrainer:
         self.history = list(metadata["history"])
         self.set_mean()
         return metadata
+
+
+class _StepStatistics(gluon.HybridBlock):
+    """fit's per-step bookkeeping as one cached graph, on the device, without a host sync.
+
+    Outputs (3,) sums: cost, nll and kl_weight * complexity, zero for a discarded
+    (non-finite) step; and (3,) counts: training mistakes, 1 if the step was discarded,
+    labels outside [0, num_outputs).
+    """
+
+    def __init__(self, classification, num_outputs, **kwargs):
+        super().__init__(**kwargs)
+        self.classification, self.num_outputs = classification, num_outputs
+
+    def hybrid_forward(self, F, cost, nll, complexity, kl_weight, finite, pred, label):
+        values = F.concat(cost, nll, kl_weight * complexity, dim=0)
+        values = F.where(F.broadcast_like(finite, values), values, F.zeros_like(values))
+        if self.classification:
+            mistakes = F.sum(F.broadcast_not_equal(F.argmax(pred, axis=-1), label)).reshape((1,))
+            bad_labels = F.sum((label < 0) + (label >= self.num_outputs)).reshape((1,))
+        else:
+            mistakes = bad_labels = F.zeros_like(finite)
+        return values, F.concat(mistakes, 1 - finite, bad_labels, dim=0)
 
 
 def _check_count(name, value, minimum):

@@ -244,12 +244,17 @@ void backward_chunk(const PriorT<T, Mixture>& prior, T g_complexity, const T* g_
                     const T* eps, const T* w, T* g_mu, T* g_rho, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
-    const T sigma = softplus(rho[i]);
+    // softplus and sigmoid from one exp(-|rho|)
+    const T r = rho[i];
+    const T e = exp_(r < T(0) ? r : -r);
+    const T sigma = (r > T(0) ? r : T(0)) + log1p_(e);
+    const T inv = T(1) / (T(1) + e);
+    const T dsigma_drho = r < T(0) ? e * inv : inv;  // sigmoid(rho)
     const T prior_grad = prior.grad(w[i]);
     const T gw = g_w ? g_w[i] : T(0);
     g_mu[i] = gw - g_complexity * prior_grad;
     // d sigma / d rho = sigmoid(rho); d complexity / d sigma = -1/sigma - prior_grad * eps
-    g_rho[i] = sigmoid(rho[i]) * (gw * eps[i] + g_complexity * (-T(1) / sigma - prior_grad * eps[i]));
+    g_rho[i] = dsigma_drho * (gw * eps[i] + g_complexity * (-T(1) / sigma - prior_grad * eps[i]));
   }
 }
 
