@@ -31,6 +31,8 @@ __all__ = ["BBBTrainer", "NonFiniteLossError"]
 logger = logging.getLogger(__name__)
 
 CHECKPOINT_FORMAT = 1
+#: Examples per forward pass when evaluating (the user's batches are joined up to this size).
+EVAL_BATCH_SIZE = 2500
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -429,6 +431,8 @@ class BBBTrainer:
             labels.append(y.as_in_context(self.ctx))
         if not inputs:
             raise ValueError("evaluate got an empty data set")
+        # Few large batches: each weight sample then costs a few big matrix products.
+        inputs, labels = _rebatch(inputs, EVAL_BATCH_SIZE), _rebatch(labels, EVAL_BATCH_SIZE)
         probabilities = self._predict_batches(inputs, num_samples)
         mistakes = nd.add_n(*[nd.sum(nd.argmax(p, axis=-1) != y) for p, y in zip(probabilities, labels)])
         count = sum(y.shape[0] for y in labels)
@@ -518,6 +522,20 @@ class _StepStatistics(gluon.HybridBlock):
         else:
             mistakes = bad_labels = F.zeros_like(finite)
         return values, F.concat(mistakes, 1 - finite, bad_labels, dim=0)
+
+
+def _rebatch(arrays, batch_size):
+    """Join consecutive arrays along axis 0 into arrays of about ``batch_size`` rows."""
+    groups, current, rows = [], [], 0
+    for array in arrays:
+        current.append(array)
+        rows += array.shape[0]
+        if rows >= batch_size:
+            groups.append(current)
+            current, rows = [], 0
+    if current:
+        groups.append(current)
+    return [group[0] if len(group) == 1 else nd.concat(*group, dim=0) for group in groups]
 
 
 def _check_count(name, value, minimum):
