@@ -16,13 +16,14 @@ Quick start::
     trainer.fit(loaders["train"], num_epochs=10, eval_data=loaders["test"])
 """
 from . import data
-from . import baselines, plots, pruning
+from . import baselines, plots, pruning, reproduce
 from .context import resolve_context
 from .loss import BBBLoss
 from .posterior import VariationalPosterior, assign_arrays
 from .priors import GaussianPrior, ScaleMixturePrior, prior_from_config
 from .trainer import BBBTrainer, NonFiniteLossError
 from .weighting import kl_weights
+from . import bandit, mushroom, regression, uncertainty
 
 __version__ = "0.1.0"
 
@@ -34,11 +35,16 @@ __all__ = [
     "ScaleMixturePrior",
     "VariationalPosterior",
     "assign_arrays",
+    "bandit",
     "baselines",
     "data",
     "kl_weights",
+    "mushroom",
     "plots",
     "prior_from_config",
     "pruning",
+    "regression",
+    "reproduce",
     "resolve_context",
+    "uncertainty",
 ]

@@ -1,5 +1,5 @@
 """The ``gluon-bbb`` command line: train an MLP with Bayes by Backprop, evaluate, prune and
-plot a run.
+plot a run; reproduce the paper's MNIST configurations and search its hyperparameter grid.
 
 Examples::
 
@@ -8,10 +8,16 @@ Examples::
     gluon-bbb evaluate runs/a --num-samples 100
     gluon-bbb prune runs/a --fractions 0 0.5 0.75 0.95 0.98 --method snr naive
     gluon-bbb plot runs/a
+    gluon-bbb reproduce --list                                   # the paper's configurations
+    gluon-bbb reproduce bbb-mixture-1200 --epochs 600            # -> results/bbb-mixture-1200
+    gluon-bbb evaluate results/bbb-mixture-1200                  # re-check its best epoch
+    gluon-bbb search --epochs 20 --max-trials 10 --output-dir results/search
 
 A run folder holds ``config.json`` (the options), ``checkpoint.bbb`` (written after every
 epoch), ``train.log`` and, when training is finished, ``metrics.json``. ``prune`` adds
 ``pruning.json`` and ``pruning.md`` (the paper's Table 2), ``plot`` the PNG figures.
+``reproduce`` run folders are described in :mod:`gluon_bbb.reproduce`; ``evaluate``, ``prune``
+and ``plot`` use their best epoch on validation.
 """
 import argparse
 import io
@@ -19,6 +25,7 @@ import json
 import logging
 import math
 import os
+import shlex
 import sys
 import time
 
@@ -26,7 +33,7 @@ import mxnet as mx
 import numpy as np
 from mxnet import nd
 
-from . import __version__, data, models, plots, pruning
+from . import __version__, data, models, plots, pruning, reproduce
 from .checkpoint import atomic_write_bytes
 from .context import resolve_context
 from .loss import BBBLoss
@@ -124,7 +131,8 @@ def build_parser():
 
     evaluate = commands.add_parser("evaluate", help="test error of a trained run",
                                    formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    evaluate.add_argument("run_dir", metavar="RUN_DIR", help="folder written by 'train'")
+    evaluate.add_argument("run_dir", metavar="RUN_DIR",
+                          help="folder written by 'train' or 'reproduce' (its best epoch)")
     evaluate.add_argument("--num-samples", type=_number(int, 1, True), default=MC_SAMPLES,
                           help="weight samples of the Monte Carlo average")
     _add_common(evaluate)
@@ -149,7 +157,79 @@ def build_parser():
     plot.add_argument("run_dir", metavar="RUN_DIR", help="folder written by 'train'")
     plot.add_argument("--ctx", default="cpu", help="'cpu', 'gpu' or 'gpu(i)'")
     plot.set_defaults(func=plot_command)
+
+    rerun = commands.add_parser(
+        "reproduce", help="train a configuration of the paper's MNIST Table 1 (resumable)",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="Train on the first 50,000 MNIST training images, keep the best epoch on "
+                    "the last 10,000, report its test error (result.json). Running the same "
+                    "command again continues after the last completed epoch.")
+    rerun.add_argument("name", nargs="?", metavar="NAME", help="configuration (see --list)")
+    rerun.add_argument("--list", action="store_true", help="list the configurations and exit")
+    rerun.add_argument("--epochs", type=_number(int, 1, True), default=None,
+                       help="total number of epochs (default: those of the run in --output-dir)")
+    rerun.add_argument("--output-dir", default=None, help="run folder (default: results/NAME)")
+    rerun.add_argument("--mc-samples", type=_number(int, 1, True), default=MC_SAMPLES,
+                       help="weight samples of the Monte Carlo test error")
+    _add_overrides(rerun)
+    _add_common(rerun)
+    rerun.add_argument("--no-progress", action="store_true", help="no progress bar")
+    rerun.set_defaults(func=reproduce_command, command_line=None)
+
+    rereport = commands.add_parser(
+        "reproduce-report", help="test errors of the best epoch of reproduce runs (result.json)",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    rereport.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
+                          help="folders written by 'reproduce'")
+    rereport.add_argument("--mc-samples", type=_number(int, 1, True), default=MC_SAMPLES,
+                          help="weight samples of the Monte Carlo test error")
+    _add_common(rereport)
+    rereport.set_defaults(func=reproduce_report_command, command_line=None)
+
+    search = commands.add_parser(
+        "search", help="validation errors of settings of the paper's hyperparameter grid",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="Train each setting for --epochs epochs (resumable) and tabulate the best "
+                    "validation error of each in OUTPUT_DIR/search.json and search.md. The "
+                    "settings are --settings, else the grid of the value lists below (default "
+                    "the paper's), sampled down to --max-trials.")
+    search.add_argument("--epochs", type=_number(int, 1, True), required=True,
+                        help="epochs of every setting")
+    search.add_argument("--output-dir", default=os.path.join("results", "search"))
+    search.add_argument("--base", default="bbb-mixture-400",
+                        help="the Bayes-by-Backprop configuration the settings modify")
+    search.add_argument("--settings", nargs="+", default=None, metavar="SETTING",
+                        help="explicit settings such as lr=1e-4,num_samples=2,pi=0.25,"
+                             "log_sigma1=1,log_sigma2=7 (keys left out keep --base's values)")
+    grid = reproduce.PAPER_GRID
+    search.add_argument("--lr", type=_number(float, 0, False), nargs="+", default=grid["lr"])
+    search.add_argument("--num-samples", type=_number(int, 1, True), nargs="+",
+                        default=grid["num_samples"])
+    search.add_argument("--pi", type=float, nargs="+", default=grid["pi"])
+    search.add_argument("--log-sigma1", type=float, nargs="+", default=grid["log_sigma1"],
+                        help="values of -log sigma1")
+    search.add_argument("--log-sigma2", type=float, nargs="+", default=grid["log_sigma2"],
+                        help="values of -log sigma2")
+    search.add_argument("--max-trials", type=_number(int, 1, True), default=None,
+                        help="run a seeded random sample of this many grid settings")
+    search.add_argument("--search-seed", type=int, default=0, help="seed of that sample")
+    search.add_argument("--dry-run", action="store_true",
+                        help="print the settings and exit without training")
+    _add_overrides(search)
+    _add_common(search)
+    search.add_argument("--no-progress", action="store_true", help="no progress bar")
+    search.set_defaults(func=search_command, command_line=None)
     return parser
+
+
+def _add_overrides(parser):
+    """Options that change a reproduce configuration (smoke runs, replicates)."""
+    parser.add_argument("--hidden", type=_number(int, 1, True), nargs="+", default=None,
+                        metavar="UNITS", help="override the hidden layers (smoke runs)")
+    parser.add_argument("--subset", type=_number(int, 1, True), default=None,
+                        help="keep only the first N examples of each split (smoke runs)")
+    parser.add_argument("--seed", type=_number(int, 0, True), default=None,
+                        help="override the seed (default 0), e.g. for replicates")
 
 
 def _add_common(parser):
@@ -173,10 +253,13 @@ def main(argv=None):
         0 on success; 2 for a usage error (bad option, missing data or GPU, bad prior); 1
         when training diverged; 130 when interrupted.
     """
+    argv = sys.argv[1:] if argv is None else [str(arg) for arg in argv]
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as stop:  # --help, --version or a usage error already printed
         return stop.code if isinstance(stop.code, int) else 2
+    if hasattr(args, "command_line"):  # recorded by reproduce, reproduce-report and search
+        args.command_line = " ".join(shlex.quote(arg) for arg in [PROG] + argv)
     try:
         return args.func(args)
     except (FileNotFoundError, ValueError) as error:  # includes DataNotFoundError
@@ -306,8 +389,17 @@ def _read_config(run_dir):
 
 
 def _load_run(args, with_test_data=True):
-    """The configuration, the trainer restored from the checkpoint, and the test loader."""
+    """The configuration, the trainer restored from the checkpoint, and the test loader.
+
+    For a ``reproduce`` run folder, the trainer holds the best epoch on validation.
+    """
     config = _read_config(args.run_dir)
+    checkpoint = CHECKPOINT
+    if "reproduce" in config:
+        if config.get("method") != "bbb":
+            raise ValueError(f"{args.run_dir} holds the deterministic baseline "
+                             f"{config['reproduce']}: only '{PROG} evaluate' applies to it")
+        checkpoint = reproduce.FILES["bbb"]["best"]
     ctx = resolve_context(args.ctx)
     mx.random.seed(config["seed"])
     np.random.seed(config["seed"])
@@ -318,17 +410,118 @@ def _load_run(args, with_test_data=True):
                                 preprocessing=config["preprocessing"],
                                 subset=config["subset"], ctx=ctx)["test"]
     trainer = make_trainer(config, ctx)
-    trainer.load(os.path.join(args.run_dir, CHECKPOINT))
+    trainer.load(os.path.join(args.run_dir, checkpoint))
     return config, trainer, test
 
 
 def evaluate_command(args):
     """``gluon-bbb evaluate``: returns the exit code."""
+    if "reproduce" in _read_config(args.run_dir):
+        return _evaluate_reproduce_run(args)
     _, trainer, test = _load_run(args)
     mean_error = trainer.evaluate(test, num_samples=0)
     mc_error = trainer.evaluate(test, num_samples=args.num_samples)
     print(f"{args.run_dir} (epoch {trainer.epoch}, {test.num_examples} test examples)")
     print(_result_line(mean_error, mc_error, args.num_samples))
+    return 0
+
+
+def _evaluate_reproduce_run(args):
+    """``gluon-bbb evaluate`` on a reproduce run folder: the best epoch on validation."""
+    config = reproduce.read_run_config(args.run_dir)
+    errors = reproduce.evaluate_run(args.run_dir, mc_samples=args.num_samples,
+                                    data_dir=args.data_dir, ctx=args.ctx)
+    print(f"{args.run_dir} ({config['reproduce']}, best epoch {errors['best_epoch']} on "
+          f"validation, {errors['num_test']} test examples)")
+    print(_reproduce_line(errors))
+    return 0
+
+
+def _reproduce_line(errors):
+    if errors["test_error_mc"] is None:
+        return f"test error: {100 * errors['test_error_mean']:.2f}% (deterministic network)"
+    return _result_line(errors["test_error_mean"], errors["test_error_mc"], errors["mc_samples"])
+
+
+# ---------------------------------------------------------------------------- reproduce
+def _overrides(args):
+    return {key: getattr(args, key) for key in ("hidden", "subset", "seed")
+            if getattr(args, key) is not None}
+
+
+def reproduce_command(args):
+    """``gluon-bbb reproduce``: trains (or continues) a configuration and writes result.json."""
+    if args.list:
+        print(_configurations_table())
+        return 0
+    if args.name is None:
+        raise ValueError("give a configuration NAME (see 'gluon-bbb reproduce --list')")
+    config = reproduce.get_config(args.name, **_overrides(args))
+    out = args.output_dir or os.path.join("results", args.name)
+    stored = reproduce.check_run_dir(out, config)  # refuses another configuration
+    epochs = args.epochs
+    if epochs is None:
+        if stored is None or not stored.get("epochs"):
+            raise ValueError("--epochs is required for a new run")
+        epochs = int(stored["epochs"])
+    resolve_context(args.ctx)  # fail on a missing GPU before creating the folder
+    os.makedirs(out, exist_ok=True)
+    with _log_to(os.path.join(out, reproduce.LOG)):
+        result = reproduce.run(config, epochs, out, data_dir=args.data_dir, ctx=args.ctx,
+                               mc_samples=args.mc_samples, progress=not args.no_progress,
+                               command=args.command_line)
+        logger.info("finish: %s; best epoch %d of %d, %.1f s; %s", _reproduce_line(result),
+                    result["best_epoch"], result["epochs_run"], result["total_wall_seconds"],
+                    os.path.join(out, reproduce.RESULT))
+    print(f"{out}: best epoch {result['best_epoch']} of {result['epochs_run']}, validation "
+          f"error {100 * result['validation_error']:.2f}%")
+    print(_reproduce_line(result))
+    return 0
+
+
+def _configurations_table():
+    lines = [f"{'NAME':<18} {'PAPER':>6}  DESCRIPTION"]
+    for name, description in reproduce.DESCRIPTIONS.items():
+        paper = reproduce.PAPER_TEST_ERROR.get(name)
+        lines.append(f"{name:<18} {'' if paper is None else f'{paper:.2f}%':>6}  {description}")
+    return "\n".join(lines)
+
+
+def reproduce_report_command(args):
+    """``gluon-bbb reproduce-report``: rewrites result.json of each folder, prints a table."""
+    results = []
+    for run_dir in args.run_dirs:
+        results.append(reproduce.report(run_dir, mc_samples=args.mc_samples,
+                                        data_dir=args.data_dir, ctx=args.ctx,
+                                        command=args.command_line))
+    print(reproduce.results_table(results), end="")
+    return 0
+
+
+def search_command(args):
+    """``gluon-bbb search``: trains each setting and writes search.json and search.md."""
+    if args.settings:
+        settings = [reproduce.parse_setting(text) for text in args.settings]
+    else:
+        settings = reproduce.grid_settings({"lr": args.lr, "num_samples": args.num_samples,
+                                            "pi": args.pi, "log_sigma1": args.log_sigma1,
+                                            "log_sigma2": args.log_sigma2})
+        if not settings:
+            raise ValueError("the grid has no setting with --log-sigma2 > --log-sigma1")
+        if args.max_trials is not None:
+            settings = reproduce.sample_settings(settings, args.max_trials, seed=args.search_seed)
+    if args.dry_run:
+        for setting in settings:
+            print(",".join(f"{key}={value:g}" for key, value in setting.items()))
+        return 0
+    resolve_context(args.ctx)
+    os.makedirs(args.output_dir, exist_ok=True)
+    with _log_to(os.path.join(args.output_dir, "search.log")):
+        reproduce.search(settings, args.epochs, args.output_dir, base=args.base,
+                         overrides=_overrides(args), data_dir=args.data_dir, ctx=args.ctx,
+                         progress=not args.no_progress, command=args.command_line)
+    with open(os.path.join(args.output_dir, reproduce.SEARCH_MD), encoding="utf-8") as handle:
+        print(handle.read(), end="")
     return 0
 
 

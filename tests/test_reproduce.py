@@ -1,0 +1,267 @@
+"""Tests of the paper-reproduction runner (gluon_bbb.reproduce and its commands), on tiny
+subsets of the real MNIST."""
+import functools
+import json
+import os
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from gluon_bbb import data, reproduce
+from gluon_bbb.cli import main
+
+SMOKE = ["--hidden", "16", "--subset", "256", "--no-progress", "--mc-samples", "3"]
+RESULT_KEYS = {"config", "method", "hyperparameters", "overrides", "protocol", "best_epoch",
+               "validation_error", "validation_error_recheck", "test_error_mean",
+               "test_error_mc", "mc_samples", "epochs_run", "epochs_requested", "finished",
+               "history", "train_seconds", "total_wall_seconds", "machine", "fused",
+               "num_weights", "command", "commands", "paper_test_error"}
+
+
+def _mnist_root():
+    root = os.environ.get(data.DATA_ENV_VAR)
+    if not root or not (Path(root) / "mnist").is_dir():
+        return None
+    return root
+
+
+needs_mnist = pytest.mark.skipif(
+    _mnist_root() is None, reason=f"set {data.DATA_ENV_VAR} to a folder holding mnist/")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _read_mnist_once():
+    """Parse the IDX files once for the whole module (each parse takes seconds)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(data, "_load_raw", functools.lru_cache(maxsize=None)(data._load_raw))
+        yield
+
+
+def _reproduce(name, out, epochs, *extra):
+    return main(["reproduce", name, "--epochs", str(epochs), "--output-dir", str(out)]
+                + SMOKE + list(extra))
+
+
+def _json(path):
+    return json.loads(Path(path).read_text())
+
+
+def _metadata(path):
+    with zipfile.ZipFile(path) as archive:
+        return json.loads(archive.read("metadata.json"))
+
+
+def _without_seconds(history):
+    return [{k: v for k, v in record.items() if k != "seconds"} for record in history]
+
+
+@pytest.fixture(scope="module")
+def bbb_run(tmp_path_factory):
+    """bbb-mixture-400 (at 16 units) trained for 2 epochs without interruption."""
+    if _mnist_root() is None:
+        pytest.skip(f"set {data.DATA_ENV_VAR} to a folder holding mnist/")
+    out = tmp_path_factory.mktemp("reproduce") / "bbb"
+    assert _reproduce("bbb-mixture-400", out, 2) == 0
+    return out
+
+
+# ---------------------------------------------------------------------------- configurations
+def test_the_paper_configurations_are_defined():
+    for units in (400, 800, 1200):
+        for method in ("bbb-mixture", "bbb-gaussian", "sgd", "dropout"):
+            name = f"{method}-{units}"
+            config = reproduce.CONFIGS[name]
+            assert config["hidden"] == [units, units] and name in reproduce.DESCRIPTIONS
+            assert (config["dataset"], config["num_validation"], config["preprocessing"],
+                    config["batch_size"]) == ("mnist", 10000, "paper", 128)
+    mixture = reproduce.CONFIGS["bbb-mixture-400"]
+    assert (mixture["pi"], mixture["log_sigma1"], mixture["log_sigma2"], mixture["lr"],
+            mixture["optimizer"], mixture["num_samples"]) == (0.5, 0.0, 6.0, 1e-3, "adam", 1)
+    assert reproduce.CONFIGS["dropout-800"]["dropout"] == 0.5
+    assert reproduce.CONFIGS["sgd-800"]["dropout"] == 0.0
+
+
+def test_get_config_applies_and_checks_overrides():
+    config = reproduce.get_config("bbb-mixture-400", hidden=(16,), subset=256, seed=0)
+    assert config["hidden"] == [16] and config["subset"] == 256
+    assert config["overrides"] == {"hidden": [16], "subset": 256}  # seed 0 is the default
+    assert config["reproduce"] == "bbb-mixture-400"
+    with pytest.raises(ValueError, match="unknown configuration"):
+        reproduce.get_config("bbb-mixture-401")
+    with pytest.raises(ValueError, match="no hyperparameter 'dropout'"):
+        reproduce.get_config("bbb-mixture-400", dropout=0.5)
+    with pytest.raises(ValueError, match="sigma2 < sigma1"):
+        reproduce.get_config("bbb-mixture-400", log_sigma1=7.0)
+    with pytest.raises(ValueError, match="pi must"):
+        reproduce.get_config("bbb-mixture-400", pi=1.0)
+
+
+def test_grid_and_seeded_sample():
+    grid = reproduce.grid_settings()
+    assert len(grid) == 3 * 4 * 3 * 3 * 3
+    assert grid[0] == {"lr": 1e-3, "num_samples": 1, "pi": 0.25, "log_sigma1": 0.0,
+                       "log_sigma2": 6.0}
+    sample = reproduce.sample_settings(grid, 5, seed=3)
+    assert sample == reproduce.sample_settings(grid, 5, seed=3) and len(sample) == 5
+    assert all(setting in grid for setting in sample)
+    assert reproduce.sample_settings(grid, 1000) == grid
+    assert reproduce.parse_setting("lr=1e-4,num-samples=2") == {"lr": 1e-4, "num_samples": 2}
+    with pytest.raises(ValueError, match="keys among"):
+        reproduce.parse_setting("momentum=0.9")
+
+
+# ---------------------------------------------------------------------------- runs
+@needs_mnist
+def test_smoke_run_writes_the_result_and_the_best_checkpoint(bbb_run, capsys):
+    result = _json(bbb_run / "result.json")
+    assert RESULT_KEYS <= set(result)
+    assert result["config"] == "bbb-mixture-400" and result["epochs_run"] == 2
+    assert result["finished"] and result["mc_samples"] == 3
+    assert result["hyperparameters"]["hidden"] == [16]
+    assert result["overrides"] == {"hidden": [16], "subset": 256}
+    assert result["protocol"]["train_examples"] == 256
+    assert [r["epoch"] for r in result["history"]] == [1, 2]
+    errors = [r["validation_error"] for r in result["history"]]
+    assert result["validation_error"] == min(errors)
+    assert result["best_epoch"] == 1 + errors.index(min(errors))
+    assert result["validation_error_recheck"] == result["validation_error"]
+    assert 0 <= result["test_error_mean"] <= 1 and 0 <= result["test_error_mc"] <= 1
+    assert result["machine"]["mxnet"] == "1.9.1" and result["machine"]["cpu_cores"] >= 1
+    assert isinstance(result["fused"]["used_in_training"], bool)
+    assert result["command"].startswith("gluon-bbb reproduce bbb-mixture-400 --epochs 2")
+    assert result["total_wall_seconds"] >= result["train_seconds"] > 0
+    # best.bbb holds the epoch with the lowest validation error
+    best = _metadata(bbb_run / "best.bbb")
+    assert best["epoch"] == result["best_epoch"]
+    assert best["history"][-1]["test_error"] == min(errors)
+    # 'gluon-bbb evaluate' re-checks the headline numbers of result.json
+    capsys.readouterr()
+    assert main(["evaluate", str(bbb_run), "--num-samples", "3"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last == (f"test error: {100 * result['test_error_mean']:.2f}% (posterior mean), "
+                    f"{100 * result['test_error_mc']:.2f}% (MC 3 samples)")
+    sessions = _json(bbb_run / "sessions.json")
+    assert [s["outcome"] for s in sessions] == ["finished"]
+
+
+@needs_mnist
+def test_prune_uses_the_best_epoch_of_a_reproduce_run(bbb_run, tmp_path, capsys):
+    run = tmp_path / "bbb"
+    shutil.copytree(bbb_run, run)
+    assert main(["prune", str(run), "--fractions", "0", "0.5", "--method", "snr"]) == 0
+    result, table = _json(run / "result.json"), _json(run / "pruning.json")
+    assert table["epoch"] == result["best_epoch"]
+    assert table["rows"][0]["test_error"] == result["test_error_mean"]  # nothing removed
+
+
+@needs_mnist
+def test_interrupted_run_resumes_as_if_uninterrupted(bbb_run, tmp_path):
+    out = tmp_path / "bbb"
+    assert _reproduce("bbb-mixture-400", out, 1) == 0
+    first = _json(out / "result.json")["history"]
+    assert [r["epoch"] for r in first] == [1]
+    assert _reproduce("bbb-mixture-400", out, 2) == 0
+    result = _json(out / "result.json")
+    assert [r["epoch"] for r in result["history"]] == [1, 2]
+    assert result["history"][0] == first[0]  # loaded, not retrained
+    # same data order, noise and optimizer state as the run that was never interrupted
+    assert _without_seconds(result["history"]) == _without_seconds(
+        _json(bbb_run / "result.json")["history"])
+    assert len(result["commands"]) == 2
+    assert "resuming" in (out / "train.log").read_text()
+
+
+@needs_mnist
+def test_another_configuration_in_the_same_folder_is_refused(bbb_run, tmp_path, capsys):
+    out = tmp_path / "bbb"
+    shutil.copytree(bbb_run, out)
+    before = {name: (out / name).read_bytes() for name in ("checkpoint.bbb", "config.json")}
+    capsys.readouterr()
+    assert _reproduce("bbb-gaussian-400", out, 2) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gluon-bbb: error: ") and len(err.strip().splitlines()) == 1
+    assert "holds a run of configuration 'bbb-mixture-400'" in err
+    assert main(["reproduce", "bbb-mixture-400", "--epochs", "2", "--output-dir", str(out),
+                 "--hidden", "32", "--subset", "256"]) == 2
+    assert "hidden: [16] there, [32] now" in capsys.readouterr().err
+    assert {name: (out / name).read_bytes() for name in before} == before
+
+
+@needs_mnist
+def test_deterministic_baseline_resumes(tmp_path, capsys):
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    assert _reproduce("dropout-400", straight, 2) == 0
+    assert _reproduce("dropout-400", resumed, 1) == 0
+    first = _json(resumed / "result.json")["history"][0]
+    assert _reproduce("dropout-400", resumed, 2) == 0
+    result = _json(resumed / "result.json")
+    assert [r["epoch"] for r in result["history"]] == [1, 2]
+    assert result["history"][0] == first
+    assert _without_seconds(result["history"]) == _without_seconds(
+        _json(straight / "result.json")["history"])
+    assert result["test_error_mc"] is None and result["fused"] is None
+    errors = [r["validation_error"] for r in result["history"]]
+    assert result["validation_error"] == min(errors)
+    assert result["validation_error_recheck"] == min(errors)  # best.params is the best epoch
+    assert _metadata(resumed / "checkpoint.ckpt")["best"]["epoch"] == result["best_epoch"]
+    capsys.readouterr()
+    assert main(["evaluate", str(resumed)]) == 0
+    assert capsys.readouterr().out.strip().endswith(
+        f"test error: {100 * result['test_error_mean']:.2f}% (deterministic network)")
+
+
+@needs_mnist
+def test_search_records_one_row_per_setting(tmp_path, capsys):
+    out = tmp_path / "search"
+    assert main(["search", "--epochs", "1", "--output-dir", str(out), "--hidden", "8",
+                 "--subset", "256", "--no-progress",
+                 "--settings", "lr=1e-3", "lr=1e-4,num_samples=2,pi=0.25"]) == 0
+    saved = _json(out / "search.json")
+    assert saved["base"] == "bbb-mixture-400"
+    rows = saved["rows"]
+    assert len(rows) == 2
+    assert {(r["lr"], r["num_samples"], r["pi"]) for r in rows} == {(1e-3, 1, 0.5),
+                                                                   (1e-4, 2, 0.25)}
+    assert all(r["epochs"] == 1 and r["best_epoch"] == 1 for r in rows)
+    assert rows[0]["validation_error"] <= rows[1]["validation_error"]  # best first
+    assert not any((out / r["trial"] / "result.json").exists() for r in rows)  # no test set
+    table = (out / "search.md").read_text()
+    assert table in capsys.readouterr().out
+    assert [line.split(" | ")[0] for line in table.splitlines() if line[:3] in ("| 1", "| 2")] == [
+        "| 1", "| 2"]
+
+
+def test_search_dry_run_lists_a_seeded_sample(capsys):
+    assert main(["search", "--epochs", "1", "--max-trials", "4", "--search-seed", "1",
+                 "--dry-run"]) == 0
+    lines = capsys.readouterr().out.split()
+    assert len(lines) == 4
+    assert [reproduce.parse_setting(line) for line in lines] == reproduce.sample_settings(
+        reproduce.grid_settings(), 4, seed=1)
+
+
+def test_reproduce_list(capsys):
+    assert main(["reproduce", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in reproduce.CONFIGS)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["reproduce"], "give a configuration NAME"),
+    (["reproduce", "bbb-mixture-401", "--epochs", "1"], "unknown configuration 'bbb-mixture-401'"),
+    (["reproduce", "sgd-400"], "--epochs is required"),
+    (["reproduce", "sgd-400", "--epochs", "1", "--ctx", "gpu(3)"], "gpu(3) is not available"),
+    (["reproduce-report", "/nonexistent/run"], "config.json not found"),
+    (["search", "--epochs", "1", "--base", "sgd-400"], "Bayes-by-Backprop configuration"),
+    (["search", "--epochs", "1", "--settings", "lr"], "bad setting 'lr'"),
+])
+def test_user_errors_exit_2_with_one_line(args, message, tmp_path, capsys):
+    if args[0] == "reproduce" and len(args) > 1:
+        args = args + ["--output-dir", str(tmp_path / "run")]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gluon-bbb: error: ") and message in err
+    assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "run").exists()
