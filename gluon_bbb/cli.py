@@ -515,6 +515,9 @@ def search_command(args):
             print(",".join(f"{key}={value:g}" for key, value in setting.items()))
         return 0
     resolve_context(args.ctx)
+    if args.base not in reproduce.CONFIGS or reproduce.CONFIGS[args.base]["method"] != "bbb":
+        # checked before any folder exists
+        raise ValueError(f"the search base must be a Bayes-by-Backprop configuration, got {args.base!r}")
     os.makedirs(args.output_dir, exist_ok=True)
     with _log_to(os.path.join(args.output_dir, "search.log")):
         reproduce.search(settings, args.epochs, args.output_dir, base=args.base,

@@ -156,6 +156,12 @@ for _units in (400, 800, 1200):
     DESCRIPTIONS[f"dropout-{_units}"] = (
         f"MLP 2x{_units} ReLU with dropout 0.5 after each hidden layer, SGD lr 0.1")
 del _units
+# Fashion-MNIST, same protocol (50k/10k split of its training set); no paper figure exists.
+for _name in ("bbb-mixture-400", "bbb-gaussian-400", "sgd-400", "dropout-400"):
+    CONFIGS[f"fashion-{_name}"] = dict(CONFIGS[_name], dataset="fashion-mnist",
+                                       reproduce=f"fashion-{_name}")
+    DESCRIPTIONS[f"fashion-{_name}"] = "Fashion-MNIST: " + DESCRIPTIONS[_name]
+del _name
 
 
 # ---------------------------------------------------------------------------- configurations

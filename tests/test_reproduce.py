@@ -258,7 +258,7 @@ def test_reproduce_list(capsys):
     (["search", "--epochs", "1", "--settings", "lr"], "bad setting 'lr'"),
 ])
 def test_user_errors_exit_2_with_one_line(args, message, tmp_path, capsys):
-    if args[0] == "reproduce" and len(args) > 1:
+    if args[0] in ("reproduce", "search") and len(args) > 1:
         args = args + ["--output-dir", str(tmp_path / "run")]
     assert main(args) == 2
     err = capsys.readouterr().err
