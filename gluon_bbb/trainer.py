@@ -322,7 +322,8 @@ class BBBTrainer:
                 label = label.as_in_context(self.ctx).astype(dtype, copy=False)
                 pi = pis[min(i, num_batches - 1):min(i, num_batches - 1) + 1]
                 cost, nll, complexity, pred, finite = self.step(data, label, pi)
-                step_sums, step_counts = statistics(cost, nll, complexity, pi, finite, pred, label)
+                predictions = (pred, label) if self.loss.likelihood == "softmax" else ()
+                step_sums, step_counts = statistics(cost, nll, complexity, pi, finite, *predictions)
                 sums += step_sums
                 counts += step_counts
                 num_examples += data.shape[0]
@@ -513,10 +514,11 @@ class _StepStatistics(gluon.HybridBlock):
         super().__init__(**kwargs)
         self.classification, self.num_outputs = classification, num_outputs
 
-    def hybrid_forward(self, F, cost, nll, complexity, kl_weight, finite, pred, label):
+    def hybrid_forward(self, F, cost, nll, complexity, kl_weight, finite, *predictions):
         values = F.concat(cost, nll, kl_weight * complexity, dim=0)
         values = F.where(F.broadcast_like(finite, values), values, F.zeros_like(values))
         if self.classification:
+            pred, label = predictions
             mistakes = F.sum(F.broadcast_not_equal(F.argmax(pred, axis=-1), label)).reshape((1,))
             bad_labels = F.sum((label < 0) + (label >= self.num_outputs)).reshape((1,))
         else:

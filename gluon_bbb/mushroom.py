@@ -1,0 +1,167 @@
+"""The UCI Mushroom data set (Schlimmer 1987), the contexts of the paper's bandit (section 5.3).
+
+The file ``agaricus-lepiota.data`` has one mushroom per line and no header: 23
+comma-separated single letters, the class (``e`` edible, ``p`` poisonous) and then 22
+categorical attributes (``?`` marks a missing value, kept as a category of its own).
+:func:`load_mushroom` checks the format, naming the line of any problem, and one-hot
+encodes the attributes with category sets taken from the data.
+"""
+from collections import namedtuple
+from pathlib import Path
+
+import numpy as np
+
+__all__ = [
+    "ATTRIBUTE_NAMES",
+    "CLASS_LETTERS",
+    "MushroomData",
+    "MushroomFormatError",
+    "parse_mushroom_lines",
+    "one_hot_encode",
+    "load_mushroom",
+]
+
+#: The 22 attributes, in file order (columns 2-23), as named by the UCI description.
+ATTRIBUTE_NAMES = (
+    "cap-shape", "cap-surface", "cap-color", "bruises", "odor", "gill-attachment",
+    "gill-spacing", "gill-size", "gill-color", "stalk-shape", "stalk-root",
+    "stalk-surface-above-ring", "stalk-surface-below-ring", "stalk-color-above-ring",
+    "stalk-color-below-ring", "veil-type", "veil-color", "ring-number", "ring-type",
+    "spore-print-color", "population", "habitat",
+)
+#: Letters of the class column: edible, poisonous.
+CLASS_LETTERS = ("e", "p")
+NUM_COLUMNS = 1 + len(ATTRIBUTE_NAMES)
+_MAX_REPORTED_PROBLEMS = 5
+
+MushroomData = namedtuple("MushroomData", ["contexts", "edible", "categories", "feature_names"])
+MushroomData.__doc__ = """The encoded data set.
+
+Attributes
+----------
+contexts : numpy.ndarray of float32, (N, F)
+    One-hot attributes, F = sum of the number of categories of each attribute.
+edible : numpy.ndarray of bool, (N,)
+categories : tuple of 22 str
+    The categories (letters, sorted) of each attribute; column order of ``contexts``.
+feature_names : list of F str
+    ``"<attribute>=<letter>"`` for each column of ``contexts``.
+"""
+
+
+class MushroomFormatError(ValueError):
+    """The mushroom file does not have the format of ``agaricus-lepiota.data``."""
+
+
+def _line_problem(fields):
+    """What is wrong with one line's fields, or None."""
+    if len(fields) != NUM_COLUMNS:
+        return f"expected {NUM_COLUMNS} comma-separated values, found {len(fields)}"
+    bad = [(column + 1, value) for column, value in enumerate(fields)
+           if not (len(value) == 1 and (value.isascii() and value.isalpha() or value == "?"))]
+    if bad:
+        column, value = bad[0]
+        return f"column {column} is {value!r}; every value must be a single letter or '?'"
+    if fields[0] not in CLASS_LETTERS:
+        return f"class (column 1) is {fields[0]!r}; expected 'e' (edible) or 'p' (poisonous)"
+    return None
+
+
+def parse_mushroom_lines(lines, source="<lines>"):
+    """Check and split the lines of a mushroom file.
+
+    Parameters
+    ----------
+    lines : iterable of str
+        Without or with line endings; trailing blank lines are ignored.
+    source : str
+        Names the file in error messages.
+
+    Returns
+    -------
+    classes : numpy.ndarray of str, (N,), 'e' or 'p'
+    attributes : numpy.ndarray of str, (N, 22)
+
+    Raises
+    ------
+    MushroomFormatError
+        Naming the line number (from 1) of up to five problems: a wrong number of values,
+        a value that is not a single letter or '?', a class other than 'e'/'p', a blank line
+        before the end, or no data at all.
+    """
+    lines = [line.rstrip("\r\n") for line in lines]
+    while lines and not lines[-1].strip():
+        lines.pop()
+    if not lines:
+        raise MushroomFormatError(f"{source}: no data lines")
+    rows, problems = [], []
+    for number, line in enumerate(lines, start=1):
+        fields = [value.strip() for value in line.split(",")]
+        problem = "blank line" if not line.strip() else _line_problem(fields)
+        if problem:
+            problems.append(f"{source}:{number}: {problem}")
+        rows.append(fields)
+    if problems:
+        shown = "\n  ".join(problems[:_MAX_REPORTED_PROBLEMS])
+        more = len(problems) - _MAX_REPORTED_PROBLEMS
+        raise MushroomFormatError(
+            f"{len(problems)} malformed line(s) in the mushroom data:\n  {shown}"
+            + (f"\n  ... and {more} more" if more > 0 else ""))
+    table = np.array(rows, dtype="<U1")
+    return table[:, 0], table[:, 1:]
+
+
+def one_hot_encode(attributes):
+    """One-hot encode categorical columns, with each column's categories taken from the data.
+
+    Parameters
+    ----------
+    attributes : array_like of str, (N, A)
+
+    Returns
+    -------
+    encoded : numpy.ndarray of float32, (N, sum_a K_a), exactly A ones per row
+    categories : tuple of A str
+        The K_a sorted categories of each column, concatenated into one string each.
+    """
+    attributes = np.asarray(attributes)
+    if attributes.ndim != 2 or attributes.shape[0] == 0:
+        raise ValueError(f"attributes must have shape (N, A) with N >= 1, got {attributes.shape}")
+    blocks, categories = [], []
+    for column in attributes.T:  # one pass per attribute, vectorised over mushrooms
+        values, codes = np.unique(column, return_inverse=True)
+        blocks.append(np.eye(len(values), dtype=np.float32)[codes])
+        categories.append("".join(values))
+    return np.concatenate(blocks, axis=1), tuple(categories)
+
+
+def load_mushroom(path):
+    """Read, check and encode ``agaricus-lepiota.data``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file; it is read in place, never copied.
+
+    Returns
+    -------
+    MushroomData
+
+    Raises
+    ------
+    FileNotFoundError
+        ``path`` is not a file.
+    MushroomFormatError
+        See :func:`parse_mushroom_lines`.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"mushroom data not found at {path}: download agaricus-lepiota.data from the UCI "
+            "Machine Learning Repository (Mushroom data set) and pass its path")
+    with open(path, encoding="utf-8", errors="replace") as stream:
+        classes, attributes = parse_mushroom_lines(stream, source=str(path))
+    contexts, categories = one_hot_encode(attributes)
+    feature_names = [f"{name}={letter}" for name, letters in zip(ATTRIBUTE_NAMES, categories)
+                     for letter in letters]
+    return MushroomData(contexts, classes == "e", categories, feature_names)

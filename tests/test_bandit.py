@@ -1,0 +1,190 @@
+"""Mushroom data loading, the bandit's rewards and regret, and short seeded agent runs."""
+import mxnet as mx
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+
+from gluon_bbb import bandit
+from gluon_bbb.mushroom import MushroomFormatError, load_mushroom, one_hot_encode, parse_mushroom_lines
+
+# 22 attribute letters per row; odor (attribute 5) decides the class: n -> edible, f -> poisonous.
+TINY_ROWS = [
+    ("e", "xsntnfcbkecsswwpwopnng"),
+    ("p", "xsntffcbkecsswwpwopnng"),
+    ("e", "bsntnfcbkecsswwpwopkng"),
+    ("p", "bsntffcbkecsswwpwopkng"),
+    ("e", "xyntnfcbkecsswwpwopnnu"),
+    ("p", "xyntffcbkecsswwpwopnnu"),
+]
+
+
+def tiny_lines(rows=TINY_ROWS):
+    return [",".join((label,) + tuple(letters)) for label, letters in rows]
+
+
+@pytest.fixture
+def tiny_file(tmp_path):
+    path = tmp_path / "tiny.data"
+    path.write_text("\n".join(tiny_lines()) + "\n\n")  # trailing blank lines are fine
+    return path
+
+
+@pytest.fixture
+def tiny_env(tiny_file):
+    data = load_mushroom(tiny_file)
+    return bandit.MushroomBandit(data.contexts, data.edible)
+
+
+# ------------------------------------------------------------------ data
+def test_load_and_one_hot_encode_a_tiny_table(tiny_file):
+    data = load_mushroom(tiny_file)
+    np.testing.assert_array_equal(data.edible, [True, False] * 3)
+    assert data.categories[0] == "bx" and data.categories[1] == "sy" and data.categories[4] == "fn"
+    assert data.categories[19] == "kn" and data.categories[21] == "gu"
+    assert data.contexts.shape == (6, 22 + 5)  # five attributes have two categories
+    assert len(data.feature_names) == 27 and data.feature_names[:2] == ["cap-shape=b", "cap-shape=x"]
+    np.testing.assert_array_equal(data.contexts.sum(axis=1), 22)
+    # row 3 ("b", "s", ..., odor "f", ..., spore-print-color "k", habitat "g"), blocks by hand
+    row = data.contexts[3]
+    assert list(row[:2]) == [1, 0] and list(row[2:4]) == [1, 0]
+    odor = 2 + 2 + 1 + 1  # after cap-shape, cap-surface (2 categories each), cap-color, bruises
+    assert data.feature_names[odor:odor + 2] == ["odor=f", "odor=n"] and list(row[odor:odor + 2]) == [1, 0]
+
+
+def test_one_hot_encode_against_a_hand_example():
+    encoded, categories = one_hot_encode([["b", "?"], ["a", "?"], ["b", "c"]])
+    assert categories == ("ab", "?c")
+    np.testing.assert_array_equal(encoded, [[0, 1, 1, 0], [1, 0, 1, 0], [0, 1, 0, 1]])
+
+
+@pytest.mark.parametrize("bad_line, message", [
+    ("e,x,s", r":3: expected 23 comma-separated values, found 3"),
+    ("e,xx" + ",s" * 21, r":3: column 2 is 'xx'"),
+    ("q" + ",s" * 22, r":3: class \(column 1\) is 'q'"),
+    ("e,1" + ",s" * 21, r":3: column 2 is '1'"),
+    ("", r":3: blank line"),
+])
+def test_format_errors_name_the_line(tmp_path, bad_line, message):
+    lines = tiny_lines()
+    lines.insert(2, bad_line)
+    path = tmp_path / "bad.data"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(MushroomFormatError, match=message):
+        load_mushroom(path)
+
+
+def test_many_format_errors_are_summarised_and_missing_files_named(tmp_path):
+    with pytest.raises(MushroomFormatError, match=r"7 malformed line\(s\)(.|\n)*and 2 more"):
+        parse_mushroom_lines(["e,x"] * 7, source="x")
+    with pytest.raises(MushroomFormatError, match="no data"):
+        parse_mushroom_lines(["", "  "], source="x")
+    with pytest.raises(FileNotFoundError, match="nowhere.data"):
+        load_mushroom(tmp_path / "nowhere.data")
+
+
+# ------------------------------------------------------------------ environment
+def test_rewards_expected_rewards_and_oracle_by_hand(tiny_env):
+    indices = np.array([0, 1, 1, 0, 1])  # edible, poisonous, poisonous, edible, poisonous
+    actions = np.array([bandit.EAT, bandit.EAT, bandit.EAT, bandit.PASS, bandit.PASS])
+    harmful = np.array([True, True, False, False, True])
+    np.testing.assert_array_equal(tiny_env.rewards(indices, actions, harmful), [5, -35, 5, 0, 0])
+    np.testing.assert_array_equal(tiny_env.expected_rewards(indices, actions), [5, -15, -15, 0, 0])
+    np.testing.assert_array_equal(tiny_env.oracle_rewards(indices), [5, 0, 0, 5, 0])
+    with pytest.raises(ValueError, match="actions"):
+        tiny_env.rewards([0], [2], [True])
+    with pytest.raises(ValueError, match="indices"):
+        tiny_env.rewards([6], [0], [True])
+    with pytest.raises(ValueError, match="edible"):
+        bandit.MushroomBandit(np.zeros((2, 3)), [1, 0])
+
+
+class FixedAgent:
+    def __init__(self, action):
+        self.action = action
+
+    def act(self, context):
+        return self.action
+
+    def observe(self, context, action, reward):
+        pass
+
+
+def test_regret_of_fixed_policies_against_the_oracle(tiny_env):
+    indices, harmful = tiny_env.draw_episode(200, seed=5)
+    edible = tiny_env.edible[indices]
+    never = bandit.run_bandit(FixedAgent(bandit.PASS), tiny_env, 200, seed=5)
+    np.testing.assert_array_equal(never.indices, indices)
+    np.testing.assert_array_equal(never.regret, np.where(edible, 5.0, 0.0))
+    np.testing.assert_array_equal(never.expected_regret, never.regret)
+    always = bandit.run_bandit(FixedAgent(bandit.EAT), tiny_env, 200, seed=5)
+    np.testing.assert_array_equal(always.regret, np.where(edible, 0.0, np.where(harmful, 35.0, -5.0)))
+    np.testing.assert_array_equal(always.expected_regret, np.where(edible, 0.0, 15.0))
+    assert always.cumulative_expected_regret[-1] == 15.0 * np.sum(~edible)
+    assert 0.3 < harmful[~edible].mean() < 0.7
+
+
+def test_action_inputs_and_replay_buffer():
+    inputs = bandit.action_inputs([[1.0, 0.0], [0.0, 1.0]])
+    np.testing.assert_array_equal(inputs, [[1, 0, 1, 0], [1, 0, 0, 1], [0, 1, 1, 0], [0, 1, 0, 1]])
+    buffer = bandit.ReplayBuffer(3, 2)
+    for value in range(5):
+        buffer.add([value, value], value)
+    assert len(buffer) == 3
+    assert sorted(buffer.rewards.tolist()) == [2, 3, 4]
+    rows, rewards = buffer.sample(50, np.random.default_rng(0))
+    assert set(rewards.tolist()) <= {2, 3, 4} and np.all(rows[:, 0] == rewards)
+
+
+# ------------------------------------------------------------------ agents
+SMALL = dict(hidden_sizes=(8,), buffer_size=32, num_minibatches=2, batch_size=8, learning_rate=0.01)
+
+
+def run_agent(env, kind, seed=0, num_steps=40):
+    mx.random.seed(seed)
+    if kind == "thompson":
+        agent = bandit.ThompsonAgent(env.num_features, seed=seed, **SMALL)
+    else:
+        agent = bandit.EpsilonGreedyAgent(env.num_features, epsilon=0.05, seed=seed, **SMALL)
+    return bandit.run_bandit(agent, env, num_steps, seed=seed)
+
+
+@pytest.mark.parametrize("kind", ["thompson", "greedy"])
+def test_short_seeded_run_is_finite_and_reproducible(tiny_env, kind):
+    first = run_agent(tiny_env, kind)
+    assert np.all(np.isfinite(first.regret)) and first.cumulative_expected_regret[-1] >= 0
+    assert set(np.unique(first.actions)) <= {bandit.PASS, bandit.EAT}
+    second = run_agent(tiny_env, kind)
+    np.testing.assert_array_equal(first.actions, second.actions)
+
+
+@pytest.mark.parametrize("kind", ["thompson", "greedy"])
+def test_agent_trained_on_expected_rewards_acts_like_the_oracle(tiny_env, kind):
+    mx.random.seed(0)
+    settings = dict(SMALL, hidden_sizes=(32, 32), buffer_size=64, num_minibatches=4)
+    if kind == "thompson":
+        agent = bandit.ThompsonAgent(tiny_env.num_features, seed=0, **settings)
+    else:
+        agent = bandit.EpsilonGreedyAgent(tiny_env.num_features, epsilon=0.0, seed=0, **settings)
+    indices = np.arange(len(tiny_env.edible))
+    for _ in range(10):  # every (mushroom, action) pair with its expected reward
+        for action in (bandit.PASS, bandit.EAT):
+            for index, reward in zip(indices, tiny_env.expected_rewards(indices, np.full(6, action))):
+                agent.observe(tiny_env.contexts[index], action, reward)
+    actions = [agent.act(context) for context in tiny_env.contexts]
+    np.testing.assert_array_equal(actions, np.where(tiny_env.edible, bandit.EAT, bandit.PASS))
+
+
+def test_bad_agent_settings_and_plot():
+    with pytest.raises(ValueError, match="epsilon"):
+        bandit.EpsilonGreedyAgent(4, epsilon=1.5)
+    with pytest.raises(ValueError, match="num_minibatches"):
+        bandit.ThompsonAgent(4, num_minibatches=0)
+    agent = bandit.EpsilonGreedyAgent(4, epsilon=0.0, hidden_sizes=(4,), buffer_size=8, num_minibatches=1,
+                                      batch_size=2)
+    with pytest.raises(ValueError, match=r"context must have shape \(4,\)"):
+        agent.act(np.zeros(5))
+    with pytest.raises(ValueError, match="action"):
+        agent.observe(np.zeros(4), 2, 0.0)
+    history = bandit.BanditHistory(*(np.arange(1.0, 4.0) for _ in range(5)))
+    figure = bandit.plot_cumulative_regret({"a": history, "b": history})
+    assert isinstance(figure, Figure) and figure.axes[0].get_yscale() == "log"

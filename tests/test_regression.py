@@ -1,0 +1,184 @@
+"""Toy regression (paper Fig. 5): data, learned-noise likelihood, predictive bands."""
+import math
+
+import mxnet as mx
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+from mxnet import autograd, nd
+
+from gluon_bbb import BBBLoss, BBBTrainer, GaussianPrior, regression
+from gluon_bbb.data import ArrayLoader
+from gluon_bbb.models import mlp
+
+import reference as ref
+
+NORMAL_QUARTILE = 0.6744897501960817  # Phi^-1(0.75)
+
+
+# ------------------------------------------------------------------ data
+def test_toy_function_matches_hand_values():
+    assert regression.toy_function(0.25) == pytest.approx(0.25 + 0.3 * 1.0 + 0.3 * 0.0, abs=1e-12)
+    expected = 0.0 + 0.3 * math.sin(0.2 * math.pi) + 0.3 * math.sin(0.4 * math.pi) + 0.1
+    assert regression.toy_function(0.0, 0.1) == pytest.approx(expected, abs=1e-12)
+    np.testing.assert_allclose(regression.toy_function([0.5, 1.0]), [0.5, 1.0], atol=1e-12)
+
+
+def test_make_toy_data_shapes_range_seed_and_noise():
+    x, y = regression.make_toy_data(200, x_range=(0.0, 0.5), seed=3)
+    assert x.shape == (200, 1) and y.shape == (200,) and x.dtype == y.dtype == np.float32
+    assert x.min() >= 0.0 and x.max() <= 0.5
+    again = regression.make_toy_data(200, x_range=(0.0, 0.5), seed=3)
+    np.testing.assert_array_equal(x, again[0])
+    np.testing.assert_array_equal(y, again[1])
+    x0, y0 = regression.make_toy_data(50, noise_std=0.0, seed=1)
+    np.testing.assert_allclose(y0, regression.toy_function(x0[:, 0]), atol=1e-6)
+    # The same seed draws the same inputs, then e ~ N(0, noise_std^2) of the chosen std.
+    x1, y1 = regression.make_toy_data(20000, noise_std=1e-4, seed=2)
+    slope = 1 + 0.6 * np.pi * np.cos(2 * np.pi * x1[:, 0]) + 1.2 * np.pi * np.cos(4 * np.pi * x1[:, 0])
+    noise = (y1 - regression.toy_function(x1[:, 0])) / slope  # first order in e
+    keep = np.abs(slope) > 1  # away from the turning points, where float32 rounding dominates
+    assert np.std(noise[keep]) == pytest.approx(1e-4, rel=0.1)
+    with pytest.raises(ValueError, match="num_points"):
+        regression.make_toy_data(0)
+    with pytest.raises(ValueError, match="x_range"):
+        regression.make_toy_data(5, x_range=(1.0, 0.0))
+    with pytest.raises(ValueError, match="noise_std"):
+        regression.make_toy_data(5, noise_std=-1.0)
+
+
+# ------------------------------------------------------------------ learned-noise likelihood
+def test_learned_noise_nll_matches_numpy_and_hybridizes():
+    rng = np.random.default_rng(0)
+    pred = rng.normal(size=(7, 2))
+    label = rng.normal(size=7)
+    sigma = ref.softplus(pred[:, 1])
+    expected = -ref.log_normal(label - pred[:, 0], sigma).sum()
+    loss = BBBLoss(GaussianPrior(1.0), likelihood="gaussian", noise_sigma=None)
+    args = [nd.array(pred, dtype="float64"), nd.array(label, dtype="float64")]
+    assert loss.negative_log_likelihood(nd, *args).asscalar() == pytest.approx(expected, rel=1e-12)
+    loss.hybridize()
+    zeros = [nd.zeros(3, dtype="float64")]
+    _, nll, _ = loss(*args, nd.array([0.0], dtype="float64"), zeros, [nd.ones(3, dtype="float64")], zeros)
+    assert nll.asscalar() == pytest.approx(expected, rel=1e-12)
+
+
+def test_learned_noise_gradient_matches_finite_differences():
+    rng = np.random.default_rng(1)
+    pred = nd.array(rng.normal(size=(5, 2)), dtype="float64")
+    label = nd.array(rng.normal(size=5), dtype="float64")
+    loss = BBBLoss(GaussianPrior(1.0), likelihood="gaussian", noise_sigma=None)
+    pred.attach_grad()
+    with autograd.record():
+        nll = loss.negative_log_likelihood(nd, pred, label)
+    nll.backward()
+    values, step = pred.asnumpy(), 1e-6
+    for index in [(0, 0), (2, 1), (4, 1)]:
+        shifted = []
+        for sign in (1, -1):
+            perturbed = values.copy()
+            perturbed[index] += sign * step
+            moved = nd.array(perturbed, dtype="float64")
+            shifted.append(loss.negative_log_likelihood(nd, moved, label).asscalar())
+        assert pred.grad.asnumpy()[index] == pytest.approx((shifted[0] - shifted[1]) / (2 * step), rel=1e-6)
+
+
+def test_noise_sigma_none_is_accepted_and_bad_values_are_not():
+    assert BBBLoss(GaussianPrior(1.0), likelihood="gaussian", noise_sigma=None).noise_sigma is None
+    assert BBBLoss(GaussianPrior(1.0), "gaussian", 0.5).noise_sigma == 0.5  # old signature
+    with pytest.raises(ValueError, match="noise_sigma"):
+        BBBLoss(GaussianPrior(1.0), likelihood="gaussian", noise_sigma=-1.0)
+
+
+def test_maximum_likelihood_learns_the_noise_level():
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, size=(2000, 1)).astype(np.float32)
+    y = (2 * x[:, 0] + rng.normal(0, 0.3, size=2000)).astype(np.float32)
+    mx.random.seed(0)
+    net = mlp((), num_outputs=2)  # linear: a mean and a raw noise scale
+    loss = BBBLoss(GaussianPrior(1.0), likelihood="gaussian", noise_sigma=None)
+    regression.train_deterministic_regression(net, ArrayLoader(x, y, 200, shuffle=True, seed=0), loss, 60,
+                                              optimizer_params={"learning_rate": 0.05}, progress=False)
+    grid = np.linspace(-1, 1, 5)[:, None]
+    samples = regression.prediction_samples(net, grid, num_samples=1)
+    np.testing.assert_allclose(samples[0], 2 * grid[:, 0], atol=0.05)
+    sigma = ref.softplus(net(nd.array(grid)).asnumpy()[:, 1])
+    np.testing.assert_allclose(sigma, 0.3, rtol=0.1)
+
+
+# ------------------------------------------------------------------ prediction and bands
+def test_predictive_band_on_a_hand_example():
+    samples = np.array([[1.0, 10.0], [2.0, 10.0], [3.0, 10.0], [4.0, 10.0], [5.0, 10.0]])
+    band = regression.predictive_band(samples)
+    np.testing.assert_allclose(band.lower, [2.0, 10.0])
+    np.testing.assert_allclose(band.median, [3.0, 10.0])
+    np.testing.assert_allclose(band.upper, [4.0, 10.0])
+    with pytest.raises(ValueError, match="quantiles"):
+        regression.predictive_band(samples, quantiles=(0.75, 0.5, 0.25))
+
+
+def test_deterministic_net_band_is_a_line_or_the_noise_quartiles():
+    mx.random.seed(0)
+    net = mlp((4,), num_outputs=1)
+    net.initialize()
+    grid = np.linspace(0, 1, 3)[:, None]
+    point = regression.prediction_samples(net, grid)
+    assert point.shape == (1, 3)
+    band = regression.predictive_band(point)
+    np.testing.assert_array_equal(band.upper - band.lower, 0.0)
+    noisy = regression.prediction_samples(net, grid, num_samples=40000, include_noise=True, noise_sigma=0.2)
+    band = regression.predictive_band(noisy)
+    np.testing.assert_allclose(band.upper - band.lower, 2 * NORMAL_QUARTILE * 0.2, rtol=0.03)
+    np.testing.assert_allclose(band.median, point[0], atol=0.01)
+    with pytest.raises(ValueError, match="noise_sigma"):
+        regression.prediction_samples(net, grid, include_noise=True)
+    two_columns = mlp((4,), num_outputs=2)
+    two_columns.initialize()
+    with pytest.raises(ValueError, match="noise_sigma must be None"):
+        regression.prediction_samples(two_columns, grid, noise_sigma=0.1)
+    with pytest.raises(ValueError, match=r"\(N, 1\)"):
+        regression.prediction_samples(net, np.zeros((3, 2)))
+
+
+def train_bbb(learn_noise, num_epochs, seed=0):
+    x, y = regression.make_toy_data(128, seed=seed)
+    mx.random.seed(seed)
+    loss = BBBLoss(GaussianPrior(1.0), likelihood="gaussian", noise_sigma=None if learn_noise else 0.05)
+    trainer = BBBTrainer(mlp((32, 32), num_outputs=2 if learn_noise else 1), loss, seed=seed,
+                         optimizer_params={"learning_rate": 0.01})
+    history = trainer.fit(ArrayLoader(x, y, 32, shuffle=True, seed=seed), num_epochs, progress=False)
+    return trainer, history
+
+
+def test_bbb_band_is_wider_outside_the_training_range():
+    trainer, history = train_bbb(learn_noise=False, num_epochs=150)  # 600 steps
+    assert history[-1]["nll"] < history[0]["nll"]
+    inside = np.linspace(0.05, 0.45, 9)[:, None]
+    left, right = np.linspace(-0.5, -0.3, 5)[:, None], np.linspace(1.1, 1.3, 5)[:, None]
+    widths = {}
+    for name, grid in [("inside", inside), ("left", left), ("right", right)]:
+        band = regression.predictive_band(regression.prediction_samples(trainer, grid, num_samples=200))
+        widths[name] = band.upper - band.lower
+    assert widths["left"].min() > 2 * widths["inside"].max(), widths
+    assert widths["right"].min() > 2 * widths["inside"].max(), widths
+    fitted = regression.predictive_band(regression.prediction_samples(trainer, inside, num_samples=50)).median
+    assert np.abs(fitted - regression.toy_function(inside[:, 0])).mean() < 0.1
+
+
+def test_bbb_with_learned_noise_trains_and_predicts_targets():
+    trainer, history = train_bbb(learn_noise=True, num_epochs=5)
+    assert all(np.isfinite(record["loss"]) for record in history)
+    assert history[-1]["nll"] < history[0]["nll"]
+    grid = np.linspace(0, 0.5, 4)[:, None]
+    functions = regression.prediction_samples(trainer, grid, num_samples=30)
+    targets = regression.prediction_samples(trainer, grid, num_samples=30, include_noise=True)
+    assert functions.shape == targets.shape == (30, 4)
+    assert np.all(targets.std(axis=0) > functions.std(axis=0))  # the learned noise adds spread
+
+
+def test_plot_regression_returns_a_figure():
+    x, y = regression.make_toy_data(10)
+    grid = np.linspace(-0.2, 1.2, 7)
+    band = regression.Band(grid - 0.1, grid, grid + 0.1)
+    figure = regression.plot_regression(x, y, grid, {"BBB": band, "MLP": band}, train_range=(0, 0.5))
+    assert isinstance(figure, Figure) and len(figure.axes) == 2

@@ -1,0 +1,214 @@
+"""Uncertainty measures against hand-computed values and brute force; MC prediction on blobs."""
+import math
+
+import mxnet as mx
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+from mxnet import gluon, nd
+
+from gluon_bbb import BBBLoss, BBBTrainer, GaussianPrior, baselines, uncertainty
+from gluon_bbb.data import ArrayLoader
+
+import reference as ref
+
+
+def blobs(num_examples=256, num_features=6, num_classes=3, seed=0):
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(scale=3.0, size=(num_classes, num_features))
+    labels = rng.integers(0, num_classes, size=num_examples)
+    inputs = centers[labels] + rng.normal(size=(num_examples, num_features))
+    return inputs.astype(np.float32), labels.astype(np.int32)
+
+
+def small_mlp():
+    net = gluon.nn.HybridSequential()
+    net.add(gluon.nn.Dense(16, activation="relu"), gluon.nn.Dense(3))
+    return net
+
+
+@pytest.fixture(scope="module")
+def trained():
+    x, y = blobs()
+    mx.random.seed(0)
+    trainer = BBBTrainer(small_mlp(), BBBLoss(GaussianPrior(1.0)), seed=0,
+                         optimizer_params={"learning_rate": 0.02})
+    trainer.fit(ArrayLoader(x, y, 32, shuffle=True, seed=0), 4, progress=False)
+    return trainer, x, y
+
+
+# ------------------------------------------------------------------ entropy and MI
+def test_entropy_matches_hand_values():
+    probs = np.array([[0.5, 0.5, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0], [0.25] * 4, [0.7, 0.2, 0.1, 0.0]])
+    expected = [math.log(2), 0.0, math.log(4),
+                -(0.7 * math.log(0.7) + 0.2 * math.log(0.2) + 0.1 * math.log(0.1))]
+    np.testing.assert_allclose(uncertainty.entropy(probs), expected, rtol=1e-12)
+
+
+def test_mutual_information_matches_hand_values():
+    # (S=2, N=3, C=2): total disagreement, total agreement, partial disagreement
+    samples = np.array([[[1.0, 0.0], [0.5, 0.5], [0.8, 0.2]],
+                        [[0.0, 1.0], [0.5, 0.5], [0.4, 0.6]]])
+    h = lambda p: -sum(v * math.log(v) for v in p if v > 0)  # noqa: E731
+    expected_mi = [math.log(2), 0.0, h([0.6, 0.4]) - (h([0.8, 0.2]) + h([0.4, 0.6])) / 2]
+    np.testing.assert_allclose(uncertainty.mutual_information(samples), expected_mi, rtol=1e-12, atol=1e-15)
+    prediction = uncertainty.Prediction(samples, labels=[0, 1, 0])
+    np.testing.assert_allclose(prediction.entropy, [math.log(2), math.log(2), h([0.6, 0.4])], rtol=1e-12)
+    expected_entropy = [0.0, math.log(2), (h([0.8, 0.2]) + h([0.4, 0.6])) / 2]
+    np.testing.assert_allclose(prediction.expected_entropy, expected_entropy, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(prediction.mutual_information, expected_mi, rtol=1e-12, atol=1e-15)
+    np.testing.assert_array_equal(prediction.predictions, [0, 0, 0])
+    np.testing.assert_allclose(prediction.confidence, [0.5, 0.5, 0.6])
+    assert prediction.error == pytest.approx(1 / 3)
+
+
+def test_prediction_rejects_bad_shapes():
+    with pytest.raises(ValueError, match=r"\(S, N, C\)"):
+        uncertainty.Prediction(np.ones((3, 2)))
+    with pytest.raises(ValueError, match="labels"):
+        uncertainty.Prediction(np.full((1, 3, 2), 0.5), labels=[0, 1])
+    with pytest.raises(ValueError, match="labels"):
+        uncertainty.Prediction(np.full((1, 3, 2), 0.5)).error
+
+
+# ------------------------------------------------------------------ calibration
+def test_ece_and_reliability_diagram_match_hand_computation():
+    probs = np.array([[0.95, 0.05], [0.15, 0.85], [0.7, 0.3], [0.45, 0.55], [0.35, 0.65]])
+    labels = np.array([0, 0, 0, 1, 0])
+    # bins of width 0.2: (0.8, 1] holds .95 (right) and .85 (wrong): |0.5 - 0.9| * 2/5 = 0.16
+    # (0.6, 0.8] holds .7 (right) and .65 (wrong): |0.5 - 0.675| * 2/5 = 0.07
+    # (0.4, 0.6] holds .55 (right): |1 - 0.55| * 1/5 = 0.09
+    diagram = uncertainty.reliability_diagram(probs, labels, num_bins=5)
+    np.testing.assert_array_equal(diagram.counts, [0, 0, 1, 2, 2])
+    np.testing.assert_allclose(diagram.accuracy[2:], [1.0, 0.5, 0.5])
+    np.testing.assert_allclose(diagram.confidence[2:], [0.55, 0.675, 0.9])
+    assert np.isnan(diagram.accuracy[:2]).all()
+    assert diagram.ece == pytest.approx(0.32, abs=1e-12)
+    assert uncertainty.expected_calibration_error(probs, labels, num_bins=5) == pytest.approx(0.32, abs=1e-12)
+
+
+def test_ece_is_zero_for_a_perfectly_calibrated_bin_and_one_for_confident_mistakes():
+    probs = np.array([[0.75, 0.25]] * 4)
+    assert uncertainty.expected_calibration_error(probs, [0, 0, 0, 1]) == pytest.approx(0.0, abs=1e-12)
+    assert uncertainty.expected_calibration_error(np.array([[1.0, 0.0]] * 3), [1, 1, 1]) == pytest.approx(1.0)
+
+
+def test_calibration_rejects_bad_labels():
+    with pytest.raises(ValueError, match="labels"):
+        uncertainty.expected_calibration_error(np.full((2, 2), 0.5), [0, 2])
+    with pytest.raises(ValueError, match="labels"):
+        uncertainty.expected_calibration_error(np.full((2, 2), 0.5), [0])
+    with pytest.raises(ValueError, match="num_bins"):
+        uncertainty.expected_calibration_error(np.full((2, 2), 0.5), [0, 1], num_bins=0)
+
+
+# ------------------------------------------------------------------ OOD detection
+def brute_force_auroc(scores_in, scores_out):
+    wins = sum((o > i) + 0.5 * (o == i) for o in scores_out for i in scores_in)
+    return wins / (len(scores_in) * len(scores_out))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_auroc_matches_brute_force_pair_count_with_ties(seed):
+    rng = np.random.default_rng(seed)
+    scores_in = rng.integers(0, 6, size=37).astype(float)  # many ties
+    scores_out = rng.integers(2, 9, size=23).astype(float)
+    assert uncertainty.auroc(scores_in, scores_out) == pytest.approx(
+        brute_force_auroc(scores_in, scores_out), abs=1e-12)
+    continuous_in, continuous_out = rng.normal(size=50), rng.normal(0.5, size=40)
+    assert uncertainty.auroc(continuous_in, continuous_out) == pytest.approx(
+        brute_force_auroc(continuous_in, continuous_out), abs=1e-12)
+
+
+def test_auroc_extremes():
+    assert uncertainty.auroc([0.1, 0.2], [0.3, 0.4, 0.5]) == 1.0
+    assert uncertainty.auroc([0.3, 0.4, 0.5], [0.1, 0.2]) == 0.0
+    assert uncertainty.auroc([1.0, 1.0], [1.0]) == 0.5
+    with pytest.raises(ValueError, match="scores_out"):
+        uncertainty.auroc([1.0], [])
+    with pytest.raises(ValueError, match="NaN"):
+        uncertainty.auroc([1.0, np.nan], [2.0])
+
+
+# ------------------------------------------------------------------ ranking and refusing
+def test_most_uncertain_orders_by_score_then_index():
+    np.testing.assert_array_equal(uncertainty.most_uncertain([0.1, 0.5, 0.5, 0.9, 0.0], num=3), [3, 1, 2])
+    assert len(uncertainty.most_uncertain([0.3, 0.2], num=10)) == 2
+    with pytest.raises(ValueError, match="num"):
+        uncertainty.most_uncertain([0.3], num=0)
+
+
+def test_refuse_to_classify_on_a_hand_example():
+    # confidences .9 (right), .6 (wrong), .8 (wrong), .55 (right)
+    probs = np.array([[0.9, 0.1], [0.4, 0.6], [0.8, 0.2], [0.45, 0.55]])
+    labels = np.array([0, 0, 1, 1])
+    curve = uncertainty.refuse_to_classify(probs, labels, [0.0, 0.7, 0.85, 0.95])
+    np.testing.assert_allclose(curve.coverage, [1.0, 0.5, 0.25, 0.0])
+    np.testing.assert_allclose(curve.error[:3], [0.5, 0.5, 0.0])
+    assert np.isnan(curve.error[3])
+    with pytest.raises(ValueError, match="thresholds"):
+        uncertainty.refuse_to_classify(probs, labels, [1.5])
+
+
+# ------------------------------------------------------------------ networks
+def test_mc_predict_matches_numpy_forward_passes_of_the_same_weight_samples(trained):
+    trainer, x, y = trained
+    state = trainer.noise.get_state()
+    prediction = uncertainty.mc_predict(trainer, ArrayLoader(x, y, 100), num_samples=3)
+    assert prediction.sample_probs.shape == (3, len(x), 3)
+    np.testing.assert_array_equal(prediction.labels, y)
+    # Replay the three noise draws: w = mu + softplus(rho) * eps, then a float64 forward pass.
+    trainer.noise.set_state(state)
+    mus = [m.data().asnumpy().astype(np.float64) for m in trainer.posterior.mus]
+    sigmas = [ref.softplus(r.data().asnumpy().astype(np.float64)) for r in trainer.posterior.rhos]
+    for sample in range(3):
+        eps = [e.asnumpy().astype(np.float64) for e in trainer.noise.sample()]
+        weights = [m + s * e for m, s, e in zip(mus, sigmas, eps)]
+        logits = ref.mlp_forward(x.astype(np.float64), list(zip(weights[0::2], weights[1::2])))
+        probs = np.exp(logits - logits.max(1, keepdims=True))
+        probs /= probs.sum(1, keepdims=True)
+        np.testing.assert_allclose(prediction.sample_probs[sample], probs, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(prediction.mean_probs, prediction.sample_probs.mean(axis=0))
+    assert prediction.mutual_information.max() > 0  # the sampled networks disagree somewhere
+    for target, mu in zip(trainer.posterior.targets, trainer.posterior.mus):  # means restored
+        np.testing.assert_array_equal(target.data().asnumpy(), mu.data().asnumpy())
+    assert prediction.error < 0.1
+
+
+def test_mc_predict_on_arrays_with_labels_and_batches(trained):
+    trainer, x, y = trained
+    prediction = uncertainty.mc_predict(trainer, x, num_samples=2, labels=y, batch_size=50)
+    assert prediction.sample_probs.shape == (2, len(x), 3)
+    np.testing.assert_array_equal(prediction.labels, y)
+    with pytest.raises(ValueError, match="num_samples"):
+        uncertainty.mc_predict(trainer, x, num_samples=0)
+
+
+def test_deterministic_baseline_trains_and_predicts_softmax():
+    x, y = blobs(seed=1)
+    mx.random.seed(1)
+    net = small_mlp()
+    history = baselines.train_deterministic(net, ArrayLoader(x, y, 32, shuffle=True, seed=0), 3,
+                                            optimizer="adam", optimizer_params={"learning_rate": 0.02},
+                                            progress=False)
+    assert history[-1]["loss"] < history[0]["loss"]
+    prediction = uncertainty.deterministic_predict(net, x, labels=y)
+    logits = net(nd.array(x)).asnumpy().astype(np.float64)
+    expected = np.exp(logits - logits.max(1, keepdims=True))
+    expected /= expected.sum(1, keepdims=True)
+    np.testing.assert_allclose(prediction.sample_probs[0], expected, rtol=1e-5, atol=1e-7)
+    np.testing.assert_array_equal(prediction.mutual_information, 0.0)
+    assert prediction.error < 0.05
+
+
+def test_plots_return_figures():
+    probs = np.array([[0.9, 0.1], [0.3, 0.7], [0.6, 0.4]])
+    labels = np.array([0, 0, 0])
+    diagram = uncertainty.reliability_diagram(probs, labels)
+    figures = [
+        uncertainty.plot_reliability_diagrams({"a": diagram, "b": diagram}),
+        uncertainty.plot_score_histograms({"in": [0.1, 0.2], "out": [0.5, 0.9]}),
+        uncertainty.plot_refusal_curves({"a": uncertainty.refuse_to_classify(probs, labels, [0, 0.5, 0.8])}),
+    ]
+    assert all(isinstance(figure, Figure) for figure in figures)
+    assert len(figures[0].axes) == 2
