@@ -1,13 +1,14 @@
 """Atomic, single-file checkpoints: a zip of MXNet arrays, optimizer state and JSON metadata."""
 import io
 import json
+import math
 import os
 import tempfile
 import zipfile
 
 from mxnet import nd
 
-__all__ = ["atomic_write_bytes", "write_checkpoint", "read_checkpoint", "trainer_states", "load_trainer_states"]
+__all__ = ["atomic_write_bytes", "write_json", "write_checkpoint", "read_checkpoint", "trainer_states", "load_trainer_states"]
 
 
 def atomic_write_bytes(path, payload):
@@ -29,6 +30,23 @@ def atomic_write_bytes(path, payload):
         if os.path.exists(tmp_path):
             os.remove(tmp_path)
         raise
+
+
+def _json_safe(value):
+    """``value`` with non-finite floats replaced by None, so the file is strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(item) for item in value]
+    return value
+
+
+def write_json(path, payload):
+    """Atomically write ``payload`` as strict, sorted, indented JSON (NaN and inf become null)."""
+    text = json.dumps(_json_safe(payload), indent=2, sort_keys=True, allow_nan=False) + "\n"
+    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def _through_file(write, read=None, payload=None):

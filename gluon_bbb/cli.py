@@ -34,7 +34,7 @@ import numpy as np
 from mxnet import nd
 
 from . import __version__, data, models, plots, pruning, reproduce
-from .checkpoint import atomic_write_bytes
+from .checkpoint import atomic_write_bytes, write_json
 from .context import resolve_context
 from .loss import BBBLoss
 from .priors import GaussianPrior, ScaleMixturePrior
@@ -338,7 +338,7 @@ def train_command(args):
             # load() restores the pickled optimizer, learning rate included; honour --lr.
             trainer.trainer.set_learning_rate(args.lr)
             logger.info("resuming %s after epoch %d", checkpoint, trainer.epoch)
-        _write_json(os.path.join(out, CONFIG), config)
+        write_json(os.path.join(out, CONFIG), config)
         logger.info("start: %s, hidden %s, %s prior, to epoch %d on %s; run folder %s",
                     args.dataset, args.hidden, args.prior, args.epochs, ctx, out)
         eval_split = "validation" if "validation" in loaders else "test"
@@ -357,7 +357,7 @@ def train_command(args):
         }
         if "validation" in loaders:
             metrics["validation_error_mean"] = trainer.evaluate(loaders["validation"])
-        _write_json(os.path.join(out, METRICS), metrics)
+        write_json(os.path.join(out, METRICS), metrics)
         line = _result_line(metrics["test_error_mean"], metrics["test_error_mc"], MC_SAMPLES)
         logger.info("finish: %s at epoch %d, %.1f s; run folder %s", line, trainer.epoch,
                     metrics["seconds"], out)
@@ -533,7 +533,7 @@ def prune_command(args):
     """``gluon-bbb prune``: prints the pruning table and writes pruning.json and pruning.md."""
     _, trainer, test = _load_run(args)
     table = pruning.pruning_table(trainer, test, fractions=args.fractions, methods=args.methods)
-    _write_json(os.path.join(args.run_dir, PRUNING_JSON), {
+    write_json(os.path.join(args.run_dir, PRUNING_JSON), {
         "epoch": trainer.epoch,
         "num_test_examples": test.num_examples,
         "rows": list(table),
@@ -588,20 +588,6 @@ def _result_line(mean_error, mc_error, num_samples):
             f"{100 * mc_error:.2f}% (MC {num_samples} samples)")
 
 
-def _json_safe(value):
-    """``value`` with non-finite floats replaced by None, so the file is strict JSON."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {key: _json_safe(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(item) for item in value]
-    return value
-
-
-def _write_json(path, payload):
-    text = json.dumps(_json_safe(payload), indent=2, sort_keys=True, allow_nan=False) + "\n"
-    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 class _log_to:  # noqa: N801 -- used like a function: ``with _log_to(path):``

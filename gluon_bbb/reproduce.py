@@ -63,7 +63,7 @@ from tqdm.auto import tqdm
 
 from . import data, models
 from .baselines import evaluate_deterministic
-from .checkpoint import (atomic_write_bytes, load_trainer_states, read_checkpoint,
+from .checkpoint import (atomic_write_bytes, write_json, load_trainer_states, read_checkpoint,
                          trainer_states, write_checkpoint)
 from .context import resolve_context
 from .loss import BBBLoss
@@ -624,7 +624,7 @@ def run(config, epochs, output_dir, data_dir=None, ctx=None, mc_samples=MC_SAMPL
     if epochs < runner.epoch:
         logger.warning("%s has %d epochs already, more than the %d asked for; nothing to train",
                        output_dir, runner.epoch, epochs)
-    _write_json(os.path.join(output_dir, CONFIG),
+    write_json(os.path.join(output_dir, CONFIG),
                 dict(config, epochs=int(epochs), data_dir=data_dir,
                      description=DESCRIPTIONS[config["reproduce"]]))
     session = {"command": command, "started": _now(), "epochs_before": epochs_before,
@@ -658,7 +658,7 @@ def run(config, epochs, output_dir, data_dir=None, ctx=None, mc_samples=MC_SAMPL
 def _append_session(run_dir, session):
     sessions = _read_sessions(run_dir)
     sessions.append(session)
-    _write_json(os.path.join(run_dir, SESSIONS), sessions)
+    write_json(os.path.join(run_dir, SESSIONS), sessions)
 
 
 def _read_sessions(run_dir):
@@ -788,7 +788,7 @@ def report(run_dir, mc_samples=MC_SAMPLES, data_dir=None, ctx=None, command=None
         "commands": commands,
         "written": _now(),
     }
-    _write_json(os.path.join(run_dir, RESULT), result)
+    write_json(os.path.join(run_dir, RESULT), result)
     return result
 
 
@@ -962,7 +962,7 @@ def _write_search(output_dir, base, overrides, rows):
     merged = _read_search(output_dir, base, overrides)
     merged.update({row["trial"]: row for row in rows})
     ordered = sorted(merged.values(), key=lambda r: (r["validation_error"], r["trial"]))
-    _write_json(path, {"base": base, "overrides": overrides, "rows": ordered})
+    write_json(path, {"base": base, "overrides": overrides, "rows": ordered})
     changed = "".join(f", {key}={value}" for key, value in sorted(overrides.items()))
     text = (f"Validation error of the posterior mean (best epoch within each trial's budget) "
             f"of settings of {base}{changed}; best first.\n\n{search_table(ordered)}")
@@ -1033,16 +1033,3 @@ def _now():
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
-def _json_safe(value):
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {key: _json_safe(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(item) for item in value]
-    return value
-
-
-def _write_json(path, payload):
-    text = json.dumps(_json_safe(payload), indent=2, sort_keys=True, allow_nan=False) + "\n"
-    atomic_write_bytes(path, text.encode("utf-8"))

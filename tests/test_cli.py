@@ -11,6 +11,7 @@ import pytest
 
 from gluon_bbb import data
 from gluon_bbb import cli
+from gluon_bbb.checkpoint import write_json
 from gluon_bbb.cli import main
 
 TRAIN = ["train", "--subset", "512", "--epochs", "1", "--hidden", "32", "--no-progress"]
@@ -178,10 +179,10 @@ def test_usage_errors_exit_2(args, capsys):
     assert "usage: gluon-bbb" in capsys.readouterr().err
 
 
-def test_metrics_are_strict_json():
-    safe = cli._json_safe({"loss": float("nan"), "history": [{"x": float("inf"), "y": 1.5}]})
-    assert json.loads(json.dumps(safe, allow_nan=False)) == {
-        "loss": None, "history": [{"x": None, "y": 1.5}]}
+def test_metrics_are_strict_json(tmp_path):
+    path = tmp_path / "metrics.json"
+    write_json(path, {"loss": float("nan"), "history": [{"x": float("inf"), "y": 1.5}]})
+    assert json.loads(path.read_text()) == {"loss": None, "history": [{"x": None, "y": 1.5}]}
 
 
 def test_python_dash_m_help():

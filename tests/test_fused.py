@@ -7,7 +7,6 @@
 * the finite guard and FusedAdam against their MXNet counterparts;
 * the fallback is visible: a reason, an attribute, a log line.
 """
-import json
 import logging
 import math
 import os
@@ -19,7 +18,6 @@ import numpy as np
 import pytest
 from mxnet import autograd, gluon, nd
 
-import gluon_bbb
 from gluon_bbb import BBBLoss, BBBTrainer, GaussianPrior, ScaleMixturePrior, fused
 from gluon_bbb._math import softplus
 

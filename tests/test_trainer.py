@@ -4,7 +4,6 @@ Every test runs twice: on the fused C++ operator and on the pure-MXNet path.
 """
 import math
 import os
-import warnings
 
 import mxnet as mx
 import numpy as np

@@ -327,16 +327,17 @@ MXReturnValue parse_attrs(const std::unordered_map<std::string, std::string>& at
   return MX_SUCCESS;
 }
 
-MXReturnValue infer_type(const std::unordered_map<std::string, std::string>& attrs,
-                         std::vector<int>* in_types, std::vector<int>* out_types) {
+// Every input and output shares the first input's dtype, float32 or float64.
+MXReturnValue same_dtype_as_first(const std::unordered_map<std::string, std::string>& attrs,
+                                  std::vector<int>* in_types, std::vector<int>* out_types) {
   const int dtype = in_types->at(0);
   if (dtype != kFloat32 && dtype != kFloat64) {
-    MX_ERROR_MSG << "gluon_bbb_variational: mu and rho must be float32 or float64";
+    MX_ERROR_MSG << "gluon_bbb: inputs must be float32 or float64";
     return MX_FAIL;
   }
-  for (size_t i = 0; i < in_types->size(); ++i) {
-    if (in_types->at(i) != dtype) {
-      MX_ERROR_MSG << "gluon_bbb_variational: input " << i << " has a different dtype from mu_0";
+  for (auto& t : *in_types) {
+    if (t != dtype) {
+      MX_ERROR_MSG << "gluon_bbb: all inputs must share one dtype";
       return MX_FAIL;
     }
   }
@@ -497,23 +498,6 @@ MXReturnValue guard_mutate(const std::unordered_map<std::string, std::string>& a
   int k = 0;
   if (parse_count(attrs, &k, "gluon_bbb_finite_guard") != MX_SUCCESS) return MX_FAIL;
   for (int t = 1; t <= k; ++t) indices->push_back(t);
-  return MX_SUCCESS;
-}
-
-MXReturnValue same_dtype_as_first(const std::unordered_map<std::string, std::string>& attrs,
-                                  std::vector<int>* in_types, std::vector<int>* out_types) {
-  const int dtype = in_types->at(0);
-  if (dtype != kFloat32 && dtype != kFloat64) {
-    MX_ERROR_MSG << "gluon_bbb: inputs must be float32 or float64";
-    return MX_FAIL;
-  }
-  for (auto& t : *in_types) {
-    if (t != dtype) {
-      MX_ERROR_MSG << "gluon_bbb: all inputs must share one dtype";
-      return MX_FAIL;
-    }
-  }
-  for (auto& t : *out_types) t = dtype;
   return MX_SUCCESS;
 }
 
@@ -689,7 +673,7 @@ MXReturnValue adam_forward(const std::unordered_map<std::string, std::string>& a
 
 REGISTER_OP(gluon_bbb_variational)
     .setParseAttrs(parse_attrs)
-    .setInferType(infer_type)
+    .setInferType(same_dtype_as_first)
     .setInferShape(infer_shape)
     .setForward(forward, "cpu")
     .setBackward(backward, "cpu");

@@ -1,0 +1,50 @@
+"""Every teaching notebook runs end to end in smoke mode, and none is committed with outputs.
+
+Notebooks read ``SMOKE = "GLUON_BBB_SMOKE" in os.environ`` in their config cell; in smoke
+mode they train for a few batches on a data subset, so the whole set runs in CI.
+"""
+import pathlib
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+
+NOTEBOOK_DIR = pathlib.Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
+SMOKE_TIMEOUT_S = 300
+
+
+def _ids(paths):
+    return [path.name for path in paths]
+
+
+def test_notebook_folder_is_not_empty():
+    assert NOTEBOOKS, f"no notebooks found in {NOTEBOOK_DIR}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_committed_without_outputs(path):
+    notebook = nbformat.read(str(path), as_version=4)
+    dirty = [index for index, cell in enumerate(notebook.cells)
+             if cell.cell_type == "code" and (cell.get("outputs") or cell.get("execution_count"))]
+    assert not dirty, f"{path.name}: cells {dirty} hold outputs or execution counts; clear them"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_has_one_config_cell_with_smoke_switch(path):
+    notebook = nbformat.read(str(path), as_version=4)
+    config_cells = [cell for cell in notebook.cells
+                    if cell.cell_type == "code" and "GLUON_BBB_SMOKE" in cell.source]
+    assert len(config_cells) == 1, f"{path.name}: expected one config cell reading GLUON_BBB_SMOKE"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_runs_in_smoke_mode(path, tmp_path, monkeypatch):
+    monkeypatch.setenv("GLUON_BBB_SMOKE", "1")
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    notebook = nbformat.read(str(path), as_version=4)
+    client = nbclient.NotebookClient(
+        notebook, timeout=SMOKE_TIMEOUT_S, kernel_name="python3",
+        resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()  # raises CellExecutionError, naming the failing cell, on any error
