@@ -15,7 +15,7 @@ Quick start::
     loaders = gluon_bbb.data.get_loaders("mnist", batch_size=128)
     trainer.fit(loaders["train"], num_epochs=10, eval_data=loaders["test"])
 """
-from . import data
+from . import data, models
 from . import baselines, plots, pruning, reproduce
 from .context import resolve_context
 from .loss import BBBLoss
@@ -39,6 +39,7 @@ __all__ = [
     "baselines",
     "data",
     "kl_weights",
+    "models",
     "mushroom",
     "plots",
     "prior_from_config",

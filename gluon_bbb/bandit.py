@@ -31,7 +31,7 @@ import mxnet as mx
 import numpy as np
 from matplotlib.figure import Figure
 from mxnet import autograd, gluon, nd
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from .context import resolve_context
 from .loss import BBBLoss

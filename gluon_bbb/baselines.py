@@ -17,7 +17,7 @@ import time
 
 import mxnet as mx
 from mxnet import autograd, gluon, nd
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from .context import resolve_context
 

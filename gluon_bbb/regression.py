@@ -24,7 +24,7 @@ import mxnet as mx
 import numpy as np
 from matplotlib.figure import Figure
 from mxnet import autograd, gluon, nd
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from ._math import softplus
 from .context import resolve_context

@@ -59,7 +59,7 @@ import zipfile
 import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon, nd
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from . import data, models
 from .baselines import evaluate_deterministic

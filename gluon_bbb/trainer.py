@@ -16,7 +16,7 @@ import warnings
 import numpy as np
 import mxnet as mx
 from mxnet import autograd, gluon, nd
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from .checkpoint import load_trainer_states, read_checkpoint, trainer_states, write_checkpoint
 from .context import resolve_context
