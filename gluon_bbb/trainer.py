@@ -150,9 +150,10 @@ class BBBTrainer:
         self.noise = GaussianNoise(self.posterior.shapes, self.ctx, dtype=self.posterior.dtype, seed=self.seed)
         if self.seed is None:  # the fused path's per-epoch seeds derive from this one
             self.seed = int(self.noise.generator.integers(0, 2**31 - 1))
-        self._zeros = [nd.zeros(p.shape, ctx=self.ctx, dtype=p.dtype) for p in self.variational_params]
-        self._ones = [nd.ones((int(np.prod(p.shape)),), ctx=self.ctx, dtype=p.dtype)
-                      for p in self.variational_params]
+        if not self.fused:  # constants of the pure-MXNet non-finite check
+            self._zeros = [nd.zeros(p.shape, ctx=self.ctx, dtype=p.dtype) for p in self.variational_params]
+            self._ones = [nd.ones((int(np.prod(p.shape)),), ctx=self.ctx, dtype=p.dtype)
+                          for p in self.variational_params]
         self.set_mean()
 
     def _choose_fused_path(self):

@@ -8,16 +8,8 @@ from gluon_bbb import models
 from gluon_bbb.baselines import evaluate_deterministic, train_deterministic
 from gluon_bbb.data import ArrayLoader
 
+from synthetic import blobs
 from reference import mlp_forward, softmax_nll
-
-
-def blobs(num_examples=512, num_features=8, num_classes=3, seed=0):
-    """Linearly separable Gaussian blobs."""
-    rng = np.random.default_rng(seed)
-    centers = rng.normal(scale=3.0, size=(num_classes, num_features))
-    labels = rng.integers(0, num_classes, size=num_examples)
-    inputs = centers[labels] + rng.normal(size=(num_examples, num_features))
-    return inputs.astype(np.float32), labels.astype(np.int32)
 
 
 @pytest.fixture(scope="module")

@@ -1,38 +1,24 @@
 """Tests of the gluon-bbb command line (gluon_bbb.cli), on small subsets of the real MNIST."""
 import json
 import logging
-import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from gluon_bbb import data
-from gluon_bbb import cli
 from gluon_bbb.checkpoint import write_json
 from gluon_bbb.cli import main
+from synthetic import needs_mnist, require_mnist
 
 TRAIN = ["train", "--subset", "512", "--epochs", "1", "--hidden", "32", "--no-progress"]
 
-
-def _mnist_root():
-    root = os.environ.get(data.DATA_ENV_VAR)
-    if not root or not (Path(root) / "mnist").is_dir():
-        return None
-    return root
-
-
-needs_mnist = pytest.mark.skipif(
-    _mnist_root() is None, reason=f"set {data.DATA_ENV_VAR} to a folder holding mnist/")
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     """A run trained for one epoch; tests that change it work on a copy."""
-    if _mnist_root() is None:
-        pytest.skip(f"set {data.DATA_ENV_VAR} to a folder holding mnist/")
+    require_mnist()
     out = tmp_path_factory.mktemp("cli") / "run"
     code = main(TRAIN + ["--output-dir", str(out)])
     assert code == 0

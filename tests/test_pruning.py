@@ -10,6 +10,7 @@ from gluon_bbb import BBBLoss, BBBTrainer, ScaleMixturePrior, pruning
 from gluon_bbb.data import ArrayLoader
 from gluon_bbb.posterior import trainable_parameters
 
+from synthetic import blobs as _blobs
 from reference import mlp_forward, softplus
 
 NUM_FEATURES, HIDDEN, NUM_CLASSES = 8, 16, 3
@@ -18,11 +19,7 @@ NUM_BIASES = HIDDEN + NUM_CLASSES
 
 
 def blobs(num_examples=512, seed=0):
-    rng = np.random.default_rng(seed)
-    centers = rng.normal(scale=1.5, size=(NUM_CLASSES, NUM_FEATURES))
-    labels = rng.integers(0, NUM_CLASSES, size=num_examples)
-    inputs = centers[labels] + rng.normal(size=(num_examples, NUM_FEATURES))
-    return inputs.astype(np.float32), labels.astype(np.int32)
+    return _blobs(num_examples, NUM_FEATURES, NUM_CLASSES, seed=seed, scale=1.5)
 
 
 def small_mlp():

@@ -2,7 +2,6 @@
 subsets of the real MNIST."""
 import functools
 import json
-import os
 import shutil
 import zipfile
 from pathlib import Path
@@ -11,6 +10,7 @@ import pytest
 
 from gluon_bbb import data, reproduce
 from gluon_bbb.cli import main
+from synthetic import needs_mnist, require_mnist
 
 SMOKE = ["--hidden", "16", "--subset", "256", "--no-progress", "--mc-samples", "3"]
 RESULT_KEYS = {"config", "method", "hyperparameters", "overrides", "protocol", "best_epoch",
@@ -19,16 +19,6 @@ RESULT_KEYS = {"config", "method", "hyperparameters", "overrides", "protocol", "
                "history", "train_seconds", "total_wall_seconds", "machine", "fused",
                "num_weights", "command", "commands", "paper_test_error"}
 
-
-def _mnist_root():
-    root = os.environ.get(data.DATA_ENV_VAR)
-    if not root or not (Path(root) / "mnist").is_dir():
-        return None
-    return root
-
-
-needs_mnist = pytest.mark.skipif(
-    _mnist_root() is None, reason=f"set {data.DATA_ENV_VAR} to a folder holding mnist/")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -60,8 +50,7 @@ def _without_seconds(history):
 @pytest.fixture(scope="module")
 def bbb_run(tmp_path_factory):
     """bbb-mixture-400 (at 16 units) trained for 2 epochs without interruption."""
-    if _mnist_root() is None:
-        pytest.skip(f"set {data.DATA_ENV_VAR} to a folder holding mnist/")
+    require_mnist()
     out = tmp_path_factory.mktemp("reproduce") / "bbb"
     assert _reproduce("bbb-mixture-400", out, 2) == 0
     return out

@@ -14,16 +14,8 @@ from gluon_bbb import BBBLoss, BBBTrainer, GaussianPrior, NonFiniteLossError, Sc
 from gluon_bbb.data import ArrayLoader
 from gluon_bbb.posterior import assign_arrays
 
+from synthetic import blobs
 from fused_paths import sampling_path  # noqa: F401 -- autouse fixture: each test runs on both paths
-
-
-def blobs(num_examples=512, num_features=8, num_classes=3, seed=0):
-    """Linearly separable Gaussian blobs."""
-    rng = np.random.default_rng(seed)
-    centers = rng.normal(scale=3.0, size=(num_classes, num_features))
-    labels = rng.integers(0, num_classes, size=num_examples)
-    inputs = centers[labels] + rng.normal(size=(num_examples, num_features))
-    return inputs.astype(np.float32), labels.astype(np.int32)
 
 
 def small_mlp(num_outputs=3):

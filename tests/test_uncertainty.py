@@ -11,14 +11,11 @@ from gluon_bbb import BBBLoss, BBBTrainer, GaussianPrior, baselines, uncertainty
 from gluon_bbb.data import ArrayLoader
 
 import reference as ref
+from synthetic import blobs as _blobs
 
 
-def blobs(num_examples=256, num_features=6, num_classes=3, seed=0):
-    rng = np.random.default_rng(seed)
-    centers = rng.normal(scale=3.0, size=(num_classes, num_features))
-    labels = rng.integers(0, num_classes, size=num_examples)
-    inputs = centers[labels] + rng.normal(size=(num_examples, num_features))
-    return inputs.astype(np.float32), labels.astype(np.int32)
+def blobs(num_examples=256, seed=0):
+    return _blobs(num_examples, num_features=6, seed=seed)
 
 
 def small_mlp():

@@ -278,13 +278,19 @@ bool get_double(const std::unordered_map<std::string, std::string>& attrs, const
   }
 }
 
-MXReturnValue parse(const std::unordered_map<std::string, std::string>& attrs, Attrs* out) {
+MXReturnValue parse_count(const std::unordered_map<std::string, std::string>& attrs, int* k,
+                          const char* op) {
   double value = 0;
   if (!get_double(attrs, "num_tensors", &value) || value < 1 || value != std::floor(value)) {
-    MX_ERROR_MSG << "gluon_bbb_variational: attribute num_tensors must be a positive integer";
+    MX_ERROR_MSG << op << ": attribute num_tensors must be a positive integer";
     return MX_FAIL;
   }
-  out->num_tensors = static_cast<int>(value);
+  *k = static_cast<int>(value);
+  return MX_SUCCESS;
+}
+
+MXReturnValue parse(const std::unordered_map<std::string, std::string>& attrs, Attrs* out) {
+  if (parse_count(attrs, &out->num_tensors, "gluon_bbb_variational") != MX_SUCCESS) return MX_FAIL;
   double eps_given = 0;
   if (get_double(attrs, "eps_given", &eps_given)) out->eps_given = eps_given != 0;
   auto prior = attrs.find("prior");
@@ -472,17 +478,6 @@ MXReturnValue backward(const std::unordered_map<std::string, std::string>& attrs
 // gluon_bbb_finite_guard(cost, g_1..g_K) -> flag (1,): 1 if the cost and every gradient are
 // finite; otherwise 0, and every g_k is zeroed in place (the g_k are mutable inputs). This is
 // the skip of a non-finite step, without a host sync, in one pass over the gradients.
-
-MXReturnValue parse_count(const std::unordered_map<std::string, std::string>& attrs, int* k,
-                          const char* op) {
-  double value = 0;
-  if (!get_double(attrs, "num_tensors", &value) || value < 1 || value != std::floor(value)) {
-    MX_ERROR_MSG << op << ": attribute num_tensors must be a positive integer";
-    return MX_FAIL;
-  }
-  *k = static_cast<int>(value);
-  return MX_SUCCESS;
-}
 
 MXReturnValue guard_parse(const std::unordered_map<std::string, std::string>& attrs,
                           int* num_in, int* num_out) {
