@@ -230,6 +230,10 @@ def _add_overrides(parser):
                         help="keep only the first N examples of each split (smoke runs)")
     parser.add_argument("--seed", type=_number(int, 0, True), default=None,
                         help="override the seed (default 0), e.g. for replicates")
+    parser.add_argument("--set", dest="assignments", nargs="+", default=None,
+                        metavar="KEY=VALUE",
+                        help="override hyperparameters, e.g. lr=1e-4,pi=0.25 lr_decay=0.98; keys: "
+                             + ", ".join(reproduce.SEARCH_KEYS + reproduce.EXTRA_KEYS))
 
 
 def _add_common(parser):
@@ -445,8 +449,11 @@ def _reproduce_line(errors):
 
 # ---------------------------------------------------------------------------- reproduce
 def _overrides(args):
-    return {key: getattr(args, key) for key in ("hidden", "subset", "seed")
-            if getattr(args, key) is not None}
+    overrides = {key: getattr(args, key) for key in ("hidden", "subset", "seed")
+                 if getattr(args, key) is not None}
+    for text in args.assignments or ():
+        overrides.update(reproduce.parse_setting(text, reproduce.SEARCH_KEYS + reproduce.EXTRA_KEYS))
+    return overrides
 
 
 def reproduce_command(args):

@@ -71,6 +71,7 @@ from .priors import GaussianPrior, ScaleMixturePrior
 from .trainer import BBBTrainer, NonFiniteLossError
 
 __all__ = ["CONFIGS", "DESCRIPTIONS", "PAPER_TEST_ERROR", "PAPER_GRID", "SEARCH_KEYS",
+           "EXTRA_KEYS", "learning_rate_schedule",
            "get_config", "check_run_dir", "run", "report", "evaluate_run", "read_result",
            "results_table", "grid_settings", "sample_settings", "parse_setting", "search",
            "search_table", "machine_info"]
@@ -112,6 +113,10 @@ PAPER_GRID = {
 }
 #: The keys a search setting may set, in table order.
 SEARCH_KEYS = tuple(PAPER_GRID)
+#: Keys ``--set`` may change besides :data:`SEARCH_KEYS` (choices the paper leaves open).
+EXTRA_KEYS = ("lr_decay", "rho_init", "sigma")
+#: Hyperparameters added after the first runs were written, with the value those runs used.
+LATER_DEFAULTS = {"bbb": {"lr_decay": 1.0}, "deterministic": {}}
 
 #: Test errors (%) of Table 1 of the paper for the networks these configurations train.
 PAPER_TEST_ERROR = {
@@ -124,7 +129,7 @@ PAPER_TEST_ERROR = {
 
 def _bbb_config(units, prior):
     config = dict(PROTOCOL, method="bbb", hidden=[units, units], prior=prior, optimizer="adam",
-                  lr=1e-3, num_samples=1, kl_weighting="uniform", rho_init=-5.0)
+                  lr=1e-3, lr_decay=1.0, num_samples=1, kl_weighting="uniform", rho_init=-5.0)
     if prior == "scale-mixture":
         config.update(pi=0.5, log_sigma1=0.0, log_sigma2=6.0)
     else:
@@ -231,6 +236,8 @@ def _checked(key, value):
         return integer(1)
     if key in ("lr", "sigma"):
         return real(lambda v: v > 0, "a positive number")
+    if key == "lr_decay":
+        return real(lambda v: 0 < v <= 1, "a number in (0, 1]")
     if key == "pi":
         return real(lambda v: 0 < v < 1, "a number strictly between 0 and 1")
     if key == "dropout":
@@ -257,9 +264,23 @@ def _kind(config):
 
 
 def _hyperparameters(config):
-    """The keys that identify a run: everything but bookkeeping."""
+    """The keys that identify a run: everything but bookkeeping (with :data:`LATER_DEFAULTS`
+    filled in for folders written before those keys existed)."""
     bookkeeping = {"reproduce", "overrides", "epochs", "data_dir", "output_dir", "description"}
-    return {key: value for key, value in config.items() if key not in bookkeeping}
+    values = dict(LATER_DEFAULTS[_kind(config)], **config)
+    return {key: value for key, value in values.items() if key not in bookkeeping}
+
+
+def learning_rate_schedule(config):
+    """The learning rate of each epoch (from 0): ``lr * lr_decay ** epoch``.
+
+    A function of the epoch alone, so resumed runs follow it exactly; None when constant.
+    """
+    decay = config.get("lr_decay", 1.0)
+    if decay == 1.0:
+        return None
+    base = config["lr"]
+    return lambda epoch: base * decay ** epoch
 
 
 def read_run_config(run_dir):
@@ -403,7 +424,8 @@ class _BBBRun:
         shuffled = _EpochShuffled(train, self.config["seed"], lambda: self.trainer.epoch)
         self.trainer.fit(shuffled, epochs, eval_data=validation,
                          checkpoint_path=os.path.join(run_dir, files["checkpoint"]),
-                         progress=progress, epoch_callback=on_epoch)
+                         progress=progress, epoch_callback=on_epoch,
+                         learning_rate_schedule=learning_rate_schedule(self.config))
 
     def evaluate(self, loader, num_samples=0):
         return self.trainer.evaluate(loader, num_samples=num_samples)
@@ -863,15 +885,16 @@ def sample_settings(settings, max_trials, seed=0):
     return [settings[i] for i in sorted(chosen)]
 
 
-def parse_setting(text):
-    """``"lr=1e-4,num_samples=2,pi=0.25"`` -> a dict; keys among :data:`SEARCH_KEYS`."""
+def parse_setting(text, keys=SEARCH_KEYS):
+    """``"lr=1e-4,num_samples=2,pi=0.25"`` -> a dict; keys among ``keys`` (default
+    :data:`SEARCH_KEYS`; ``SEARCH_KEYS + EXTRA_KEYS`` for ``--set``)."""
     setting = {}
     for item in text.split(","):
         key, sep, value = item.partition("=")
         key = key.strip().replace("-", "_")
-        if not sep or key not in SEARCH_KEYS:
+        if not sep or key not in keys:
             raise ValueError(f"bad setting {text!r}: write key=value pairs separated by commas, "
-                             f"keys among {', '.join(SEARCH_KEYS)}")
+                             f"keys among {', '.join(keys)}")
         try:
             setting[key] = int(value) if key == "num_samples" else float(value)
         except ValueError:

@@ -10,6 +10,7 @@ The sampling step and the complexity part of Eq. (8) run either in the fused C++
 the same values and gradients; ``trainer.fused`` and ``trainer.fused_reason`` say which runs.
 """
 import logging
+import math
 import time
 import warnings
 
@@ -273,7 +274,7 @@ class BBBTrainer:
         return finite
 
     def fit(self, train_data, num_epochs, eval_data=None, checkpoint_path=None, progress=True,
-            epoch_callback=None):
+            epoch_callback=None, learning_rate_schedule=None):
         """Train until ``num_epochs`` epochs are complete (continuing from ``self.epoch``).
 
         Parameters
@@ -291,6 +292,10 @@ class BBBTrainer:
         epoch_callback : callable, optional
             Called as ``epoch_callback(trainer, record)`` after each epoch's record is added
             to the history and its checkpoint is written (e.g. to keep the best epoch).
+        learning_rate_schedule : callable, optional
+            ``learning_rate_schedule(epoch) -> float``, the optimizer's learning rate for the
+            epoch numbered ``epoch`` (from 0), set before it starts. A function of the epoch
+            alone, so a resumed run follows the same schedule as an uninterrupted one.
 
         Returns
         -------
@@ -309,6 +314,8 @@ class BBBTrainer:
         pis = nd.array(kl_weights(self.kl_weighting, num_batches), ctx=self.ctx, dtype=dtype)
         for epoch in range(self.epoch, int(num_epochs)):
             start = time.time()
+            if learning_rate_schedule is not None:
+                self.trainer.set_learning_rate(_checked_learning_rate(learning_rate_schedule(epoch), epoch))
             if self.fused:  # the operator draws eps from MXNet's generator: reseed per epoch
                 mx.random.seed(_epoch_seed(self.seed, epoch), ctx=mx.cpu())
             sums = nd.zeros((3,), ctx=self.ctx, dtype=dtype)  # cost, nll, weighted complexity
@@ -539,6 +546,18 @@ def _rebatch(arrays, batch_size):
     if current:
         groups.append(current)
     return [group[0] if len(group) == 1 else nd.concat(*group, dim=0) for group in groups]
+
+
+def _checked_learning_rate(value, epoch):
+    """A schedule's value for ``epoch`` as a float, or a ValueError naming the problem."""
+    try:
+        rate = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"learning_rate_schedule({epoch}) returned {value!r}, not a number") from None
+    if not (math.isfinite(rate) and rate > 0):
+        raise ValueError(f"learning_rate_schedule({epoch}) returned {rate!r}; a learning rate must "
+                         "be a finite positive number")
+    return rate
 
 
 def _check_count(name, value, minimum):

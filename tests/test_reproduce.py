@@ -254,3 +254,39 @@ def test_user_errors_exit_2_with_one_line(args, message, tmp_path, capsys):
     assert err.startswith("gluon-bbb: error: ") and message in err
     assert len(err.strip().splitlines()) == 1
     assert not (tmp_path / "run").exists()
+
+
+@needs_mnist
+def test_learning_rate_decay_resumes_on_schedule(tmp_path):
+    """--set lr_decay: every epoch's rate depends on the epoch alone, so 1 + 1 epochs equal 2."""
+    decayed = ["--set", "lr_decay=0.5"]
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    assert _reproduce("bbb-mixture-400", whole, 2, *decayed) == 0
+    assert _reproduce("bbb-mixture-400", parts, 1, *decayed) == 0
+    assert _reproduce("bbb-mixture-400", parts, 2, *decayed) == 0
+    histories = [_without_seconds(_json(out / "result.json")["history"]) for out in (whole, parts)]
+    assert histories[0] == histories[1]
+    config = _json(whole / "config.json")
+    assert config["lr_decay"] == 0.5 and config["overrides"]["lr_decay"] == 0.5
+    assert reproduce.learning_rate_schedule(config)(3) == pytest.approx(1e-3 / 8)
+    assert reproduce.learning_rate_schedule(reproduce.get_config("bbb-mixture-400")) is None
+
+
+@needs_mnist
+def test_folders_written_before_lr_decay_existed_still_resume(bbb_run, tmp_path):
+    out = tmp_path / "old"
+    shutil.copytree(bbb_run, out)
+    config = _json(out / "config.json")
+    del config["lr_decay"]
+    (out / "config.json").write_text(json.dumps(config))
+    assert _reproduce("bbb-mixture-400", out, 3) == 0
+    assert [r["epoch"] for r in _json(out / "result.json")["history"]] == [1, 2, 3]
+
+
+@pytest.mark.parametrize("setting, message", [("lr_decay=1.5", "lr_decay must be a number in (0, 1]"),
+                                              ("momentum=0.9", "bad setting 'momentum=0.9'")])
+def test_bad_set_values_are_refused(setting, message, tmp_path, capsys):
+    assert main(["reproduce", "bbb-mixture-400", "--epochs", "1", "--output-dir",
+                 str(tmp_path / "run"), "--set", setting]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()

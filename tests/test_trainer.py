@@ -237,3 +237,27 @@ def test_unknown_context_is_refused_by_name():
         make_trainer(ctx=mx.gpu(7))
     with pytest.raises(ValueError, match="unknown context"):
         make_trainer(ctx="tpu")
+
+
+def test_learning_rate_schedule_sets_each_epochs_rate(data):
+    train, _ = data
+    seen = []
+    trainer = make_trainer()
+    trainer.fit(train, 3, progress=False, learning_rate_schedule=lambda epoch: 0.01 * 0.5 ** epoch,
+                epoch_callback=lambda t, record: seen.append(t.trainer.learning_rate))
+    assert seen == pytest.approx([0.01, 0.005, 0.0025])
+    # a schedule of 0 on every epoch leaves the parameters where they are
+    frozen = make_trainer()
+    frozen.fit(train, 1, progress=False)
+    before = [p.data().asnumpy().copy() for p in frozen.variational_params]
+    frozen.fit(train, 2, progress=False, learning_rate_schedule=lambda epoch: 1e-30)
+    for old, param in zip(before, frozen.variational_params):
+        np.testing.assert_allclose(param.data().asnumpy(), old, atol=1e-20)
+
+
+@pytest.mark.parametrize("value, message", [(0.0, "finite positive"), (float("nan"), "finite positive"),
+                                            ("fast", "not a number")])
+def test_bad_learning_rate_schedule_is_named(data, value, message):
+    train, _ = data
+    with pytest.raises(ValueError, match=message):
+        make_trainer().fit(train, 1, progress=False, learning_rate_schedule=lambda epoch: value)
