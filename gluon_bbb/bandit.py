@@ -54,6 +54,7 @@ __all__ = [
     "EpsilonGreedyAgent",
     "BanditHistory",
     "run_bandit",
+    "replay_history",
     "plot_cumulative_regret",
 ]
 
@@ -429,6 +430,30 @@ def run_bandit(agent, env, num_steps, seed=0, progress=False):
         actions[step] = agent.act(env.contexts[index])  # the one host sync of a step
         reward = env.rewards(index, actions[step], harmful[step])
         agent.observe(env.contexts[index], int(actions[step]), float(reward))
+    return replay_history(env, actions, seed)
+
+
+def replay_history(env, actions, seed=0):
+    """The :class:`BanditHistory` of given actions in the episode that ``seed`` draws.
+
+    Rebuilds a history from its actions alone (e.g. stored by :mod:`gluon_bbb.bandit_run`):
+    the mushrooms and coin flips are :meth:`MushroomBandit.draw_episode`'s for ``seed``.
+
+    Parameters
+    ----------
+    env : MushroomBandit
+    actions : array_like of int, (T,) PASS or EAT at each step
+    seed : int
+        The seed the episode was played with (see :func:`run_bandit`).
+
+    Returns
+    -------
+    BanditHistory
+    """
+    actions = np.asarray(actions, dtype=np.int64)
+    if actions.ndim != 1:
+        raise ValueError(f"actions must be a 1-d array, got shape {actions.shape}")
+    indices, harmful = env.draw_episode(len(actions), seed)
     rewards = env.rewards(indices, actions, harmful)
     oracle = env.oracle_rewards(indices)
     return BanditHistory(indices, actions, rewards, oracle - rewards,

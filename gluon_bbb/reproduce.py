@@ -114,7 +114,9 @@ PAPER_GRID = {
 #: The keys a search setting may set, in table order.
 SEARCH_KEYS = tuple(PAPER_GRID)
 #: Keys ``--set`` may change besides :data:`SEARCH_KEYS` (choices the paper leaves open).
-EXTRA_KEYS = ("lr_decay", "rho_init", "sigma")
+EXTRA_KEYS = ("optimizer", "kl_weighting", "lr_decay", "rho_init", "sigma")
+#: The values the text-valued keys may take.
+CHOICES = {"optimizer": ("adam", "sgd"), "kl_weighting": ("uniform", "blundell")}
 #: Hyperparameters added after the first runs were written, with the value those runs used.
 LATER_DEFAULTS = {"bbb": {"lr_decay": 1.0}, "deterministic": {}}
 
@@ -244,6 +246,10 @@ def _checked(key, value):
         return real(lambda v: 0 <= v < 1, "a number in [0, 1)")
     if key in ("log_sigma1", "log_sigma2", "rho_init"):
         return real(lambda v: True, "a finite number")
+    if key in CHOICES:
+        if value not in CHOICES[key]:
+            raise ValueError(f"{key} must be one of {', '.join(CHOICES[key])}, got {value!r}")
+        return value
     return value
 
 
@@ -896,7 +902,8 @@ def parse_setting(text, keys=SEARCH_KEYS):
             raise ValueError(f"bad setting {text!r}: write key=value pairs separated by commas, "
                              f"keys among {', '.join(keys)}")
         try:
-            setting[key] = int(value) if key == "num_samples" else float(value)
+            setting[key] = (value.strip() if key in CHOICES else
+                            int(value) if key == "num_samples" else float(value))
         except ValueError:
             raise ValueError(f"bad value {value!r} for {key} in setting {text!r}") from None
     return setting

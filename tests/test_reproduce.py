@@ -284,7 +284,8 @@ def test_folders_written_before_lr_decay_existed_still_resume(bbb_run, tmp_path)
 
 
 @pytest.mark.parametrize("setting, message", [("lr_decay=1.5", "lr_decay must be a number in (0, 1]"),
-                                              ("momentum=0.9", "bad setting 'momentum=0.9'")])
+                                              ("momentum=0.9", "bad setting 'momentum=0.9'"),
+                                              ("optimizer=rmsprop", "optimizer must be one of adam, sgd")])
 def test_bad_set_values_are_refused(setting, message, tmp_path, capsys):
     assert main(["reproduce", "bbb-mixture-400", "--epochs", "1", "--output-dir",
                  str(tmp_path / "run"), "--set", setting]) == 2
