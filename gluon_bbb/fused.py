@@ -4,9 +4,11 @@ One call of the operator ``gluon_bbb_variational`` does, for every weight tensor
 what the pure-MXNet path does in dozens of operators: draw eps ~ N(0, 1) from MXNet's seeded
 random states, sigma = softplus(rho), w = mu + sigma * eps (section 3.2, step 2), and the
 complexity sum_j [log q(w_j | theta) - log P(w_j)] of Eq. (8); its backward pass gives the
-gradients with respect to mu and rho. Two helpers share the library: ``gluon_bbb_finite_guard``
-(:func:`finite_guard`, the skip of a non-finite step in one pass) and ``gluon_bbb_adam``
-(:class:`FusedAdam`, MXNet's Adam rule over all tensors in one pass). The source is
+gradients with respect to mu and rho. Three helpers share the library: ``gluon_bbb_finite_guard``
+(:func:`finite_guard`, the skip of a non-finite step in one pass), ``gluon_bbb_adam``
+(:class:`FusedAdam`, MXNet's Adam rule over all tensors in one pass) and ``gluon_bbb_normal``
+(:func:`normal_sample`, mean + std * eps from the same random streams, for the local
+reparameterisation of :meth:`gluon_bbb.BBBTrainer.predict_proba`). The source is
 ``gluon_bbb/_ext/variational_op.cc``.
 
 Build: at first use the source is compiled against the headers that ship inside the mxnet
@@ -39,11 +41,15 @@ from mxnet import nd
 from .priors import GaussianPrior, ScaleMixturePrior
 
 __all__ = ["FusedStatus", "FusedAdam", "fused_status", "load_fused_op", "variational_sample",
-           "finite_guard", "OP_NAME", "ENV_SWITCH"]
+           "finite_guard", "normal_sample", "OP_NAME", "NORMAL_OP_NAME", "OPERATORS", "ENV_SWITCH"]
 
 logger = logging.getLogger(__name__)
 
 OP_NAME = "gluon_bbb_variational"
+#: The operator behind :func:`normal_sample`.
+NORMAL_OP_NAME = "gluon_bbb_normal"
+#: Every operator the library registers; a library lacking one is not used.
+OPERATORS = (OP_NAME, "gluon_bbb_finite_guard", "gluon_bbb_adam", NORMAL_OP_NAME)
 #: Set to 0 to disable the fused operator everywhere.
 ENV_SWITCH = "GLUON_BBB_FUSED"
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_ext", "variational_op.cc")
@@ -164,8 +170,9 @@ def _build_and_load():
         mx.library.load(path, verbose=False)
     except (OSError, subprocess.SubprocessError, mx.base.MXNetError) as error:
         return FusedStatus(False, f"{type(error).__name__}: {error}")
-    if not hasattr(nd, OP_NAME):
-        return FusedStatus(False, f"library {path} loaded but registered no {OP_NAME}")
+    missing = [name for name in OPERATORS if not hasattr(nd, name)]
+    if missing:
+        return FusedStatus(False, f"library {path} loaded but registered no {', '.join(missing)}")
     return FusedStatus(True, "", path)
 
 
@@ -184,7 +191,7 @@ def _build(compiler, include_dir, lib_api_source, path):
             return f"compiling {os.path.basename(SOURCE)} failed: {tail}"
         check = subprocess.run(
             [sys.executable, "-c", f"import mxnet; mxnet.library.load({tmp!r}, verbose=False); "
-                                   f"assert hasattr(mxnet.nd, {OP_NAME!r})"],
+                                   f"assert all(hasattr(mxnet.nd, n) for n in {OPERATORS!r})"],
             capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
         if check.returncode != 0:
             tail = " ".join((check.stderr or check.stdout).strip().splitlines()[-2:])
@@ -250,6 +257,38 @@ def finite_guard(cost, grads):
     """
     load_fused_op()
     return nd.gluon_bbb_finite_guard(cost, *grads, num_tensors=len(grads))
+
+
+def normal_sample(mean, std=None, variance=None):
+    """out = mean + std * eps with eps ~ N(0, 1), elementwise, in one fused operator.
+
+    The noise comes from MXNet's seeded CPU random states in the chunked scheme of
+    :func:`variational_sample` (chunk k of 8192 values uses state k mod 1024), so
+    ``mx.random.seed`` reproduces it whatever the number of threads; the float32 path uses the
+    same vectorised Box-Muller transform. It is the sampling step of the local
+    reparameterisation trick (Kingma, Salimans & Welling 2015, "Variational Dropout and the
+    Local Reparameterization Trick"): the pre-activations of a Dense layer are Gaussian under
+    q(w | theta) and can be drawn directly from their mean and variance. No gradient.
+
+    Parameters
+    ----------
+    mean : NDArray, any shape, float32 or float64, on the CPU
+    std : NDArray, the shape and dtype of ``mean``, >= 0
+    variance : NDArray, the shape and dtype of ``mean``, >= 0
+        Give exactly one of ``std`` and ``variance``; with ``variance`` the square root is
+        taken inside the operator (a negative variance gives NaN).
+
+    Returns
+    -------
+    NDArray, the shape and dtype of ``mean``
+    """
+    load_fused_op()
+    if (std is None) == (variance is None):
+        raise ValueError("give exactly one of std and variance")
+    scale, scale_is = (std, "std") if variance is None else (variance, "variance")
+    if tuple(scale.shape) != tuple(mean.shape):
+        raise ValueError(f"{scale_is} has shape {tuple(scale.shape)}, the mean {tuple(mean.shape)}")
+    return getattr(nd, NORMAL_OP_NAME)(mean, scale, scale_is=scale_is)
 
 
 @mx.optimizer.register

@@ -8,6 +8,12 @@ The sampling step and the complexity part of Eq. (8) run either in the fused C++
 (:mod:`gluon_bbb.fused`, on the CPU when it builds) or in the pure-MXNet path
 (:class:`~gluon_bbb.posterior.VariationalPosterior` and :meth:`BBBLoss.complexity`). Both give
 the same values and gradients; ``trainer.fused`` and ``trainer.fused_reason`` say which runs.
+
+Monte Carlo prediction (:meth:`BBBTrainer.predict_proba`, :meth:`BBBTrainer.evaluate`) samples
+every weight tensor by default (``sampling='weights'``); ``sampling='local'`` draws the first
+Dense layer's pre-activations from their Gaussian instead (the local reparameterisation trick
+of Kingma, Salimans & Welling 2015), which gives every example the same predictive
+distribution for about a third of the work on an MLP.
 """
 import logging
 import math
@@ -21,19 +27,22 @@ from tqdm import tqdm
 
 from .checkpoint import load_trainer_states, read_checkpoint, trainer_states, write_checkpoint
 from .context import resolve_context
-from .fused import FusedAdam, finite_guard, fused_status, variational_sample
+from ._math import softplus
+from .fused import FusedAdam, finite_guard, fused_status, normal_sample, variational_sample
 from .loss import BBBLoss
 from .posterior import GaussianNoise, VariationalPosterior, assign_arrays
 from .priors import prior_from_config
 from .weighting import kl_weights
 
-__all__ = ["BBBTrainer", "NonFiniteLossError"]
+__all__ = ["BBBTrainer", "NonFiniteLossError", "SAMPLING_METHODS"]
 
 logger = logging.getLogger(__name__)
 
 CHECKPOINT_FORMAT = 1
 #: Examples per forward pass when evaluating (the user's batches are joined up to this size).
 EVAL_BATCH_SIZE = 2500
+#: The ``sampling`` choices of :meth:`BBBTrainer.predict_proba` and :meth:`BBBTrainer.evaluate`.
+SAMPLING_METHODS = ("weights", "local")
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -86,6 +95,15 @@ class BBBTrainer:
         Whether steps use the fused operator (known once the network's shapes are).
     fused_reason : str
         Why the fused operator is not used ('' when it is).
+
+    Notes
+    -----
+    ``predict_proba(..., sampling='local')`` and ``evaluate(..., sampling='local')`` use the
+    local reparameterisation trick for the first layer (see :meth:`predict_proba`). It raises
+    a ValueError where it cannot apply to the network (the first block is not a
+    ``gluon.nn.Dense``); where it only lacks the fused operator (``fused`` is False: no
+    compiler, a GPU, ``GLUON_BBB_FUSED=0``, ``fused=False``) it falls back to sampling the
+    weights, which gives the same per-example predictive distribution, and logs why once.
     """
 
     def __init__(self, net, loss, optimizer="adam", optimizer_params=None, num_samples=1,
@@ -113,6 +131,7 @@ class BBBTrainer:
         self.history = []
         self.epoch = 0
         self.num_outputs = None
+        self._local_fallback_logged = False
         self._setup_without_data()
 
     # ------------------------------------------------------------------ setup
@@ -192,10 +211,11 @@ class BBBTrainer:
         weights, sigmas = outputs[:len(epsilons)], outputs[len(epsilons):]
         return weights, (weights, sigmas, epsilons)
 
-    def _forward_checked(self, data):
-        """net(data), turning MXNet's shape errors into a ValueError that names the input."""
+    def _forward_checked(self, data, forward=None):
+        """forward(data) (default: the network), turning MXNet's shape errors into a ValueError
+        that names the input."""
         try:
-            return self.net(data)
+            return (forward or self.net)(data)
         except mx.base.MXNetError as error:
             first_line = str(error).strip().splitlines()[0]
             raise ValueError(
@@ -387,7 +407,7 @@ class BBBTrainer:
         if self.posterior is not None:
             self.posterior.set_mean()
 
-    def predict_proba(self, data, num_samples=0):
+    def predict_proba(self, data, num_samples=0, sampling="weights"):
         """Class probabilities for one batch of inputs.
 
         Parameters
@@ -396,32 +416,143 @@ class BBBTrainer:
         num_samples : int
             0: the posterior-mean network. n >= 1: the average of the softmax outputs of n
             sampled networks (a Monte Carlo estimate of the predictive distribution).
+        sampling : {'weights', 'local'}
+            How the n >= 1 samples are drawn (checked, but irrelevant, for n = 0).
+            'weights' (default): n samples w ~ q(w | theta) of every weight tensor, each shared
+            by all examples. 'local': the local reparameterisation trick (Kingma, Salimans &
+            Welling 2015, "Variational Dropout and the Local Reparameterization Trick") for the
+            first layer, which must be a ``gluon.nn.Dense``: the network itself, or the first
+            block of a ``Sequential``/``HybridSequential``. Under q its pre-activations for an
+            example x (flattened as the Dense layer flattens it) are independent Gaussians,
+            ``a_j ~ N(x . mu_j + mu_b_j, x^2 . sigma_j^2 + sigma_b_j^2)`` (the bias terms only
+            where q covers the bias); their means and variances, (batch_size, units) each, are
+            computed once by two matrix products, n draws of ``a`` are taken from them by
+            :func:`gluon_bbb.fused.normal_sample`, the layer's activation is applied, and the
+            later blocks run with n ordinary weight samples. Every example gets the same
+            predictive distribution as with 'weights'; only the examples no longer share the
+            first layer's weights. For the 784-400-400-10 MLP this removes about 2/3 of the
+            work. Without the fused operator (``self.fused`` False) 'weights' is used instead
+            and the reason is logged once.
 
         Returns
         -------
         NDArray, (batch_size, num_classes)
-        """
-        return self._predict_batches([data.as_in_context(self.ctx)], num_samples)[0]
 
-    def _predict_batches(self, batches, num_samples):
+        Raises
+        ------
+        ValueError
+            ``num_samples`` < 0, an unknown ``sampling``, or ``sampling='local'`` for a
+            network whose first block is not a ``gluon.nn.Dense``.
+        """
+        return self._predict_batches([data.as_in_context(self.ctx)], num_samples, sampling)[0]
+
+    def _predict_batches(self, batches, num_samples, sampling="weights"):
         _check_count("num_samples", num_samples, minimum=0)
+        _check_sampling(self.net, sampling)
         self._ensure_setup(batches[0])
         if num_samples == 0:
             self.set_mean()
             return [nd.softmax(self._forward_checked(x), axis=-1) for x in batches]
         sums = [None] * len(batches)
-        for _ in range(num_samples):  # one weight sample serves every batch
-            if self.fused:
-                assign_arrays(self.posterior.targets, self._sample()[0])
-            else:
-                self.posterior.set_sample(self.noise.sample())
-            for j, x in enumerate(batches):
-                probs = nd.softmax(self._forward_checked(x), axis=-1)
+        for outputs in self._sampled_outputs(batches, num_samples, sampling):
+            for j, output in enumerate(outputs):
+                probs = nd.softmax(output, axis=-1)
                 sums[j] = probs if sums[j] is None else sums[j] + probs
-        self.set_mean()
         return [s / num_samples for s in sums]
 
-    def evaluate(self, data, num_samples=0):
+    def _sampled_outputs(self, batches, num_samples, sampling="weights"):
+        """The network's outputs (e.g. logits) for every batch under each of n posterior draws.
+
+        Parameters
+        ----------
+        batches : list of NDArray, (batch_size_j, ...) each
+        num_samples : int, n >= 1
+        sampling : {'weights', 'local'}, already checked; see :meth:`predict_proba`
+
+        Yields
+        ------
+        n lists of NDArrays, one output per batch, (batch_size_j, num_outputs) each. After
+        the last, the network holds the posterior means again.
+        """
+        try:
+            if sampling == "local" and self._local_sampling_available():
+                yield from self._local_outputs(batches, num_samples)
+                return
+            for _ in range(num_samples):  # one weight sample serves every batch
+                if self.fused:
+                    assign_arrays(self.posterior.targets, self._sample()[0])
+                else:
+                    self.posterior.set_sample(self.noise.sample())
+                yield [self._forward_checked(x) for x in batches]
+        finally:
+            self.set_mean()
+
+    def _local_sampling_available(self):
+        """True if sampling='local' can run; else logs why (once) and returns False."""
+        if self.fused:
+            return True
+        if not self._local_fallback_logged:
+            logger.warning("gluon_bbb: sampling='local' needs the fused operator, which this trainer "
+                           "does not use (%s); sampling the weights instead", self.fused_reason)
+            self._local_fallback_logged = True
+        return False
+
+    def _local_outputs(self, batches, num_samples):
+        """:meth:`_sampled_outputs` with the first layer's pre-activations drawn locally."""
+        layer, later_blocks = _local_layers(self.net)
+        moments = [self._forward_checked(x, lambda x: self._first_layer_moments(layer, x))
+                   for x in batches]
+        first = (layer.weight, layer.bias)
+        later = [i for i, target in enumerate(self.posterior.targets)
+                 if all(target is not param for param in first)]
+        for _ in range(num_samples):
+            if later:  # one sample of the later layers' weights serves every batch
+                weights = variational_sample([self.posterior.mus[i].data() for i in later],
+                                             [self.posterior.rhos[i].data() for i in later],
+                                             self.loss.prior)[0]
+                assign_arrays([self.posterior.targets[i] for i in later], weights)
+            outputs = []
+            for mean, variance in moments:
+                hidden = normal_sample(mean, variance=variance)  # a ~ N(mean, variance)
+                if layer.act is not None:
+                    hidden = layer.act(hidden)
+                for block in later_blocks:
+                    hidden = block(hidden)
+                outputs.append(hidden)
+            yield outputs
+
+    def _first_layer_moments(self, layer, x):
+        """Mean and variance under q of a Dense layer's pre-activations for the inputs x.
+
+        Parameters
+        ----------
+        layer : gluon.nn.Dense with ``units`` outputs
+        x : NDArray, the layer's input, (batch_size, ...)
+
+        Returns
+        -------
+        mean, variance : NDArrays, (batch_size, units) (or x.shape[:-1] + (units,) for a
+            Dense with flatten=False): x . mu^T + mu_b and (x * x) . (sigma^2)^T + sigma_b^2.
+        """
+        mu_w, var_w = self._posterior_moments(layer.weight)
+        if var_w is None:  # a frozen weight contributes no variance
+            var_w = nd.zeros_like(mu_w)
+        mu_b, var_b = self._posterior_moments(layer.bias) if layer.bias is not None else (None, None)
+        options = {"num_hidden": layer.weight.shape[0],
+                   "flatten": layer._flatten}  # noqa: SLF001 -- Dense keeps its flag only here
+        mean = nd.FullyConnected(x, mu_w, **_bias_arguments(mu_b), **options)
+        variance = nd.FullyConnected(nd.square(x), var_w, **_bias_arguments(var_b), **options)
+        return mean, variance
+
+    def _posterior_moments(self, param):
+        """(mu, sigma^2) of a network parameter under q, or (its value, None) if q lacks it."""
+        for i, target in enumerate(self.posterior.targets):
+            if target is param:
+                sigma = softplus(nd, self.posterior.rhos[i].data())
+                return self.posterior.mus[i].data(), nd.square(sigma)
+        return param.data(), None
+
+    def evaluate(self, data, num_samples=0, sampling="weights"):
         """Classification error rate on a data set.
 
         Parameters
@@ -429,6 +560,9 @@ class BBBTrainer:
         data : iterable of (data, label) batches
         num_samples : int
             0 for the posterior-mean network, n for the average of n sampled networks.
+        sampling : {'weights', 'local'}
+            How the n sampled networks are drawn: every weight tensor (default), or the
+            first Dense layer by the local reparameterisation trick; see :meth:`predict_proba`.
 
         Returns
         -------
@@ -442,7 +576,7 @@ class BBBTrainer:
             raise ValueError("evaluate got an empty data set")
         # Few large batches: each weight sample then costs a few big matrix products.
         inputs, labels = _rebatch(inputs, EVAL_BATCH_SIZE), _rebatch(labels, EVAL_BATCH_SIZE)
-        probabilities = self._predict_batches(inputs, num_samples)
+        probabilities = self._predict_batches(inputs, num_samples, sampling)
         mistakes = nd.add_n(*[nd.sum(nd.argmax(p, axis=-1) != y) for p, y in zip(probabilities, labels)])
         count = sum(y.shape[0] for y in labels)
         return float(mistakes.asscalar()) / count
@@ -532,6 +666,52 @@ class _StepStatistics(gluon.HybridBlock):
         else:
             mistakes = bad_labels = F.zeros_like(finite)
         return values, F.concat(mistakes, 1 - finite, bad_labels, dim=0)
+
+
+def _check_sampling(net, sampling):
+    """ValueError unless ``sampling`` is one of SAMPLING_METHODS and applies to ``net``."""
+    if not isinstance(sampling, str) or sampling not in SAMPLING_METHODS:
+        raise ValueError(f"sampling must be one of {SAMPLING_METHODS}, got {sampling!r}")
+    if sampling == "local":
+        _local_layers(net)
+
+
+def _local_layers(net):
+    """(the first Dense layer, the list of blocks after it) for sampling='local'.
+
+    The network must compute exactly what these blocks compute in turn: a ``gluon.nn.Dense``
+    itself, or a ``Sequential``/``HybridSequential`` (forward not overridden) whose first
+    block is one. Raises a ValueError naming what is found otherwise.
+    """
+    if isinstance(net, gluon.nn.Dense):
+        first, later = net, []
+    elif _is_plain_sequential(net) and len(net):
+        first, later = net[0], [net[i] for i in range(1, len(net))]
+    else:
+        raise ValueError("sampling='local' needs a gluon.nn.Dense, or a Sequential/HybridSequential "
+                         f"that starts with one; got a {type(net).__name__}")
+    if not isinstance(first, gluon.nn.Dense) or not _inherits_forward(first, gluon.nn.Dense):
+        raise ValueError("sampling='local' needs a network whose first block is a gluon.nn.Dense; "
+                         f"the first block is a {type(first).__name__}")
+    return first, later
+
+
+def _is_plain_sequential(net):
+    """A Sequential or HybridSequential that runs its children in turn (forward not overridden)."""
+    if isinstance(net, gluon.nn.HybridSequential):
+        return _inherits_forward(net, gluon.nn.HybridSequential)
+    return isinstance(net, gluon.nn.Sequential) and type(net).forward is gluon.nn.Sequential.forward
+
+
+def _inherits_forward(block, base):
+    """True if ``block`` runs ``base``'s hybrid_forward unchanged (a HybridBlock subclass)."""
+    return type(block).hybrid_forward is base.hybrid_forward and \
+        type(block).forward is gluon.HybridBlock.forward
+
+
+def _bias_arguments(bias):
+    """``nd.FullyConnected``'s keyword arguments for a bias array, or for none."""
+    return {"no_bias": True} if bias is None else {"bias": bias}
 
 
 def _rebatch(arrays, batch_size):

@@ -5,7 +5,10 @@
 * values and gradients equal the pure-MXNet path (float32) and central finite differences
   (float64), hybridized and imperative;
 * the finite guard and FusedAdam against their MXNet counterparts;
-* the fallback is visible: a reason, an attribute, a log line.
+* the fallback is visible: a reason, an attribute, a log line;
+* ``normal_sample`` (mean + std * eps, the same random streams) and the local
+  reparameterisation of ``BBBTrainer`` (``sampling='local'``): the per-example mean and
+  variance of sampled pre-activations and logits against their closed forms in float64 NumPy.
 """
 import logging
 import math
@@ -87,7 +90,9 @@ def test_noise_does_not_depend_on_the_number_of_threads(tmp_path):
         "mx.random.seed(5)\n"
         "zeros = [nd.zeros((3000, 700)), nd.zeros((5,))]\n"
         "w, c, eps = fused.variational_sample(zeros, [z - 3 for z in zeros], GaussianPrior(1.0))\n"
-        "np.save(sys.argv[1], np.concatenate([e.asnumpy().ravel() for e in eps] + [c.asnumpy()]))\n"
+        "local = fused.normal_sample(zeros[0] + 1, variance=zeros[0] + 4)\n"
+        "np.save(sys.argv[1], np.concatenate([e.asnumpy().ravel() for e in eps] + [c.asnumpy()]\n"
+        "                                    + [local.asnumpy().ravel()]))\n"
     )
     results = []
     for threads in ("1", "2"):
@@ -318,3 +323,221 @@ def test_operator_rejects_mismatched_shapes_by_name():
     with pytest.raises(mx.base.MXNetError, match="rho and mu have different shapes"):
         fused.variational_sample([nd.zeros((3, 2))], [nd.zeros((2, 3))], GaussianPrior(1.0)).__repr__()
         nd.waitall()
+
+
+# ------------------------------------------------------------------ normal_sample
+def _standardised(out, mean, scale, given):
+    """(out - mean) / std in float64, from the arrays exactly as the operator saw them."""
+    mean64 = mean.asnumpy().astype(np.float64)
+    std64 = scale.asnumpy().astype(np.float64)
+    if given == "variance":
+        std64 = np.sqrt(std64)
+    return (out.asnumpy().astype(np.float64) - mean64) / std64, std64
+
+
+@pytest.mark.parametrize("given", ["std", "variance"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_normal_sample_has_the_given_mean_and_std(dtype, given):
+    rng = np.random.default_rng(1)
+    shape = (1000, 1001)  # over a million values, an odd count: the last Box-Muller pair splits
+    mean = nd.array(rng.normal(scale=2.0, size=shape), dtype=dtype)
+    std = rng.uniform(0.1, 3.0, size=shape)
+    scale = nd.array(std if given == "std" else std ** 2, dtype=dtype)
+    mx.random.seed(11)
+    out = fused.normal_sample(mean, **{given: scale})
+    assert out.shape == shape and out.dtype == np.dtype(dtype)
+    z, std64 = _standardised(out, mean, scale, given)
+    n = z.size
+    assert abs(z.mean()) < 5 / math.sqrt(n)
+    assert abs(z.var() - 1.0) < 5 * math.sqrt(2.0 / n)
+    # the scale is applied value by value: small and large std standardise alike
+    for part in (std64 < 1.0, std64 > 2.0):
+        assert abs(z[part].var() - 1.0) < 5 * math.sqrt(2.0 / part.sum())
+    z = np.sort(z.ravel())
+    cdf = normal_cdf(z)
+    empirical_hi = np.arange(1, n + 1) / n
+    ks_distance = max(np.max(empirical_hi - cdf), np.max(cdf - (empirical_hi - 1.0 / n)))
+    assert ks_distance < 1.63 / math.sqrt(n)  # 1% critical value of the KS test
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_normal_sample_is_mean_plus_std_times_the_seeded_eps(dtype):
+    rng = np.random.default_rng(2)
+    shape = (300, 70)  # 21,000 values: three chunks, three random states
+    mean = nd.array(rng.normal(scale=3.0, size=shape), dtype=dtype)
+    std = nd.array(rng.uniform(0.0, 2.0, size=shape), dtype=dtype)
+    zeros = nd.zeros(shape, dtype=dtype)
+    mx.random.seed(4)
+    eps = fused.normal_sample(zeros, zeros + 1).asnumpy().astype(np.float64)
+    mx.random.seed(4)  # the same streams as the fused weight sampler: the same eps
+    _, _, eps_weights = fused.variational_sample([zeros], [zeros], GaussianPrior(1.0))
+    np.testing.assert_array_equal(eps, eps_weights[0].asnumpy().astype(np.float64))
+    mx.random.seed(4)
+    out = fused.normal_sample(mean, std).asnumpy().astype(np.float64)
+    mx.random.seed(4)
+    out_from_variance = fused.normal_sample(mean, variance=std * std).asnumpy().astype(np.float64)
+    different = fused.normal_sample(mean, std).asnumpy()  # the streams moved on
+    mean64, std64 = mean.asnumpy().astype(np.float64), std.asnumpy().astype(np.float64)
+    expected = mean64 + std64 * eps
+    bound = 4 * np.finfo(dtype).eps * (np.abs(mean64) + np.abs(std64 * eps))  # a few roundings
+    assert np.all(np.abs(out - expected) <= bound)
+    assert np.all(np.abs(out_from_variance - expected) <= 2 * bound)
+    assert np.mean(different == out) < 0.01
+
+
+def test_normal_sample_rejects_bad_arguments():
+    zeros = nd.zeros((3, 2))
+    with pytest.raises(ValueError, match="exactly one of std and variance"):
+        fused.normal_sample(zeros)
+    with pytest.raises(ValueError, match="exactly one of std and variance"):
+        fused.normal_sample(zeros, zeros, zeros)
+    with pytest.raises(ValueError, match=r"variance has shape \(2, 3\), the mean \(3, 2\)"):
+        fused.normal_sample(zeros, variance=nd.zeros((2, 3)))
+    with pytest.raises(mx.base.MXNetError, match="mean and scale have different shapes"):
+        nd.gluon_bbb_normal(zeros, nd.zeros((2, 3))).wait_to_read()
+    with pytest.raises(mx.base.MXNetError, match="scale_is must be 'std' or 'variance', got 'sd'"):
+        nd.gluon_bbb_normal(zeros, zeros, scale_is="sd").wait_to_read()
+    with pytest.raises(mx.base.MXNetError, match="all inputs must share one dtype"):
+        fused.normal_sample(zeros, zeros.astype("float64")).wait_to_read()
+
+
+# ------------------------------------------------------------------ local reparameterisation
+def random_posterior_trainer(net, input_shape, seed=0, frozen=()):
+    """A BBBTrainer on ``net`` whose posterior has random mu and large sigma (0.2 to 0.7).
+
+    ``frozen``: (parameter, value) pairs set and taken out of the posterior (grad_req 'null').
+    """
+    mx.random.seed(seed)
+    net.initialize()
+    net(nd.zeros((1,) + input_shape))
+    for param, value in frozen:
+        param.set_data(nd.array(value))
+        param.grad_req = "null"
+    trainer = BBBTrainer(net, BBBLoss(GaussianPrior(1.0)), seed=seed)
+    assert trainer.fused
+    rng = np.random.default_rng(seed)
+    for mu, rho in zip(trainer.posterior.mus, trainer.posterior.rhos):
+        mu.set_data(nd.array(rng.normal(scale=0.8, size=mu.shape)))
+        rho.set_data(nd.array(rng.uniform(-1.5, 0.0, size=rho.shape)))
+    trainer.set_mean()
+    return trainer
+
+
+def posterior_float64(trainer):
+    """[(mu, sigma)] per weight tensor, float64, sigma by NumPy's own softplus."""
+    return [(mu.data().asnumpy().astype(np.float64), ref.softplus(rho.data().asnumpy().astype(np.float64)))
+            for mu, rho in zip(trainer.posterior.mus, trainer.posterior.rhos)]
+
+
+def dense_moments(x, weight, bias=None):
+    """Mean and variance of x . W^T + b for W, b ~ q: x . mu^T + mu_b, x^2 . sigma^2^T + sigma_b^2."""
+    (mu_w, sigma_w) = weight
+    mean, variance = x @ mu_w.T, (x * x) @ (sigma_w ** 2).T
+    if bias is not None:
+        mean, variance = mean + bias[0], variance + bias[1] ** 2
+    return mean, variance
+
+
+def relu_moments(mean, variance):
+    """E[relu(a)] and E[relu(a)^2] for a ~ N(mean, variance)."""
+    std = np.sqrt(variance)
+    ratio = mean / std
+    cdf = normal_cdf(ratio)
+    pdf = np.exp(-0.5 * ratio ** 2) / math.sqrt(2 * math.pi)
+    return mean * cdf + std * pdf, (mean ** 2 + variance) * cdf + mean * std * pdf
+
+
+def single_dense_moments(trainer, x):
+    """The network is one Dense layer without bias or activation: its pre-activations."""
+    return dense_moments(x.reshape(len(x), -1), *posterior_float64(trainer))
+
+
+def relu_mlp_moments(trainer, x):
+    """Dense(relu) -> Dense: the logits' mean and variance, exact for every example.
+
+    The hidden units h_j = relu(a_j) are independent (rows of W1 are), and independent of
+    W2, b2, so Var(logit_k) = sum_j [E(W2_kj^2) E(h_j^2) - E(W2_kj)^2 E(h_j)^2] + sigma_b2_k^2.
+    """
+    w1, b1, (mu2, sigma2), (mu_b2, sigma_b2) = posterior_float64(trainer)
+    h1, h2 = relu_moments(*dense_moments(x, w1, b1))
+    mean = h1 @ mu2.T + mu_b2
+    variance = h2 @ (mu2 ** 2 + sigma2 ** 2).T - (h1 ** 2) @ (mu2 ** 2).T + sigma_b2 ** 2
+    return mean, variance
+
+
+def assert_moments_match(samples, mean, variance):
+    """Sample mean and variance over axis 0 within Monte Carlo error of the closed forms."""
+    n = samples.shape[0]
+    sample_mean = samples.mean(axis=0)
+    centred = samples - sample_mean
+    sample_variance = (centred ** 2).mean(axis=0)
+    fourth = (centred ** 4).mean(axis=0)
+    np.testing.assert_array_less(np.abs(sample_mean - mean), 5 * np.sqrt(variance / n))
+    np.testing.assert_array_less(np.abs(sample_variance - variance),
+                                 6 * np.sqrt((fourth - sample_variance ** 2) / n))
+
+
+def dense_without_bias():
+    return gluon.nn.Dense(5, use_bias=False)  # flatten=True: inputs (batch, 2, 3)
+
+
+def relu_mlp():
+    net = gluon.nn.HybridSequential()
+    net.add(gluon.nn.Dense(6, activation="relu"), gluon.nn.Dense(3))
+    return net
+
+
+@pytest.mark.parametrize("make_net, input_shape, closed_form", [
+    (dense_without_bias, (2, 3), single_dense_moments),
+    (relu_mlp, (4,), relu_mlp_moments),
+], ids=["dense-preactivations", "relu-mlp-logits"])
+def test_local_sampling_has_the_per_example_distribution_of_weight_sampling(
+        make_net, input_shape, closed_form):
+    trainer = random_posterior_trainer(make_net(), input_shape)
+    x = np.random.default_rng(3).uniform(-1.0, 1.5, size=(3,) + input_shape)
+    mean, variance = closed_form(trainer, x.reshape(3, -1) if make_net is relu_mlp else x)
+    num_samples = 3000
+    for sampling in ("weights", "local"):
+        mx.random.seed(5)
+        outputs = [o[0] for o in trainer._sampled_outputs([nd.array(x)], num_samples, sampling)]
+        samples = nd.stack(*outputs).asnumpy().astype(np.float64)
+        assert samples.shape == (num_samples,) + mean.shape
+        assert_moments_match(samples, mean, variance)
+    for target, mu in zip(trainer.posterior.targets, trainer.posterior.mus):  # the means are back
+        np.testing.assert_array_equal(target.data().asnumpy(), mu.data().asnumpy())
+
+
+def test_local_sampling_draws_each_example_independently():
+    """Two copies of one example: the same output under weight sampling, independent ones
+    under local sampling (they no longer share the first layer's weights)."""
+    trainer = random_posterior_trainer(gluon.nn.Dense(4, in_units=3), (3,))
+    x = nd.array(np.tile([[0.5, -1.0, 2.0]], (2, 1)))
+    shared, local = [nd.stack(*[o[0] for o in trainer._sampled_outputs([x], 2000, sampling)]).asnumpy()
+                     for sampling in ("weights", "local")]
+    np.testing.assert_array_equal(shared[:, 0], shared[:, 1])
+    for unit in range(4):
+        correlation = np.corrcoef(local[:, 0, unit], local[:, 1, unit])[0, 1]
+        assert abs(correlation) < 5 / math.sqrt(2000)
+
+
+def test_local_sampling_is_reproducible_from_the_mxnet_seed():
+    trainer = random_posterior_trainer(relu_mlp(), (4,))
+    x = nd.array(np.random.default_rng(0).normal(size=(5, 4)))
+    runs = []
+    for _ in range(2):
+        mx.random.seed(21)
+        runs.append(trainer.predict_proba(x, num_samples=3, sampling="local").asnumpy())
+    np.testing.assert_array_equal(runs[0], runs[1])
+    assert not np.array_equal(runs[0], trainer.predict_proba(x, num_samples=3, sampling="local").asnumpy())
+
+
+def test_local_sampling_treats_a_parameter_outside_the_posterior_as_a_constant():
+    net = gluon.nn.Dense(5)
+    bias = np.arange(5.0) - 2.0
+    trainer = random_posterior_trainer(net, (4,), frozen=[(net.bias, bias)])
+    assert len(trainer.posterior.targets) == 1  # the weight only
+    x = np.random.default_rng(4).uniform(-1.0, 1.0, size=(3, 4))
+    mean, variance = dense_moments(x, *posterior_float64(trainer), bias=(bias, 0.0))
+    mx.random.seed(6)
+    outputs = [o[0] for o in trainer._sampled_outputs([nd.array(x)], 3000, "local")]
+    assert_moments_match(nd.stack(*outputs).asnumpy().astype(np.float64), mean, variance)

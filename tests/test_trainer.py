@@ -2,6 +2,7 @@
 
 Every test runs twice: on the fused C++ operator and on the pure-MXNet path.
 """
+import logging
 import math
 import os
 
@@ -261,3 +262,75 @@ def test_bad_learning_rate_schedule_is_named(data, value, message):
     train, _ = data
     with pytest.raises(ValueError, match=message):
         make_trainer().fit(train, 1, progress=False, learning_rate_schedule=lambda epoch: value)
+
+
+def test_local_sampling_evaluates_like_weight_sampling(caplog):
+    """sampling='local' on the fused path, its logged fallback to 'weights' on the MXNet path."""
+    x, y = blobs(num_examples=1024, scale=1.0, seed=5)  # overlapping classes: errors well above 0
+    train = ArrayLoader(x[:512], y[:512], 32, shuffle=True, seed=0)
+    test = ArrayLoader(x[512:], y[512:], 128)
+    trainer = make_trainer(rho_init=-3.0)
+    trainer.fit(train, 4, progress=False)
+    mean_error = trainer.evaluate(test)
+    assert mean_error > 0.05
+    with caplog.at_level(logging.WARNING, logger="gluon_bbb"):
+        local = trainer.evaluate(test, num_samples=30, sampling="local")
+        trainer.evaluate(test, num_samples=2, sampling="local")
+    weights = trainer.evaluate(test, num_samples=30, sampling="weights")
+    assert abs(local - weights) < 0.04
+    assert abs(local - mean_error) < 0.04 and abs(weights - mean_error) < 0.04
+    fallbacks = [r.getMessage() for r in caplog.records if "sampling='local'" in r.getMessage()]
+    if trainer.fused:
+        assert not fallbacks
+    else:  # logged once per trainer, with the reason
+        assert len(fallbacks) == 1 and trainer.fused_reason in fallbacks[0]
+    batch = nd.array(x[512:640])
+    probs = trainer.predict_proba(batch, num_samples=4, sampling="local").asnumpy()
+    assert probs.shape == (128, 3)
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
+    for target, mu in zip(trainer.posterior.targets, trainer.posterior.mus):  # the means are back
+        np.testing.assert_array_equal(target.data().asnumpy(), mu.data().asnumpy())
+    np.testing.assert_array_equal(trainer.predict_proba(batch, sampling="local").asnumpy(),
+                                  trainer.predict_proba(batch).asnumpy())  # n = 0: the mean net
+
+
+class _Doubled(gluon.nn.HybridSequential):
+    def hybrid_forward(self, F, x):
+        return 2 * super().hybrid_forward(F, x)
+
+
+class _Custom(gluon.HybridBlock):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.dense = gluon.nn.Dense(3)
+
+    def hybrid_forward(self, F, x):
+        return self.dense(x)
+
+
+def test_sampling_argument_is_checked(data):
+    train, test = data
+    trainer = make_trainer()
+    trainer.fit(train, 1, progress=False)
+    x, _ = next(iter(test))
+    for bad in ("layer", None, "LOCAL"):
+        with pytest.raises(ValueError, match="sampling must be one of"):
+            trainer.evaluate(test, num_samples=2, sampling=bad)
+    with pytest.raises(ValueError, match="sampling must be one of"):
+        trainer.predict_proba(x, num_samples=2, sampling="both")
+    # 'local' needs a first Dense layer; refused on every path, before any fallback
+    first_lambda = gluon.nn.HybridSequential()
+    first_lambda.add(gluon.nn.HybridLambda(lambda F, v: F.relu(v)), gluon.nn.Dense(3))
+    nested = gluon.nn.HybridSequential()
+    nested.add(small_mlp())
+    doubled = _Doubled()
+    doubled.add(gluon.nn.Dense(3))
+    for net, message in [(first_lambda, "the first block is a HybridLambda"),
+                         (nested, "the first block is a HybridSequential"),
+                         (doubled, "got a _Doubled"), (_Custom(), "got a _Custom")]:
+        other = BBBTrainer(net, BBBLoss(GaussianPrior(1.0)))
+        with pytest.raises(ValueError, match=message):
+            other.evaluate(test, num_samples=2, sampling="local")
+    with pytest.raises(ValueError, match="the first block is a HybridLambda"):
+        BBBTrainer(first_lambda, BBBLoss(GaussianPrior(1.0))).predict_proba(x, sampling="local")

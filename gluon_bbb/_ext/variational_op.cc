@@ -1,7 +1,7 @@
 // Fused Bayes-by-Backprop variational step for MXNet 1.9 (extension library API v11).
 //
-// Three operators: `gluon_bbb_variational` (below), `gluon_bbb_finite_guard` and
-// `gluon_bbb_adam` (at the end of the file).
+// Four operators: `gluon_bbb_variational` (below), `gluon_bbb_finite_guard`, `gluon_bbb_adam`
+// and `gluon_bbb_normal` (at the end of the file).
 //
 // Operator `gluon_bbb_variational`, over K weight tensors at once:
 //
@@ -664,6 +664,97 @@ MXReturnValue adam_forward(const std::unordered_map<std::string, std::string>& a
   return adam_typed<float>(a, inputs, outputs);
 }
 
+// ================================================================== Gaussian sample
+// gluon_bbb_normal(mean, scale) -> out, all three of one shape and dtype (float32 or float64):
+//   out = mean + s * eps,  eps ~ N(0, 1),  s = scale          (scale_is="std", the default)
+//                                          s = sqrt(scale)    (scale_is="variance", scale >= 0)
+// eps is drawn exactly as in gluon_bbb_variational: chunk k of kChunk values uses MXNet's CPU
+// random state k mod 1024, chunks sharing a state run in order on one thread, so out depends
+// only on the seed (mx.random.seed), never on the number of threads. Used for the local
+// reparameterisation trick (Kingma, Salimans & Welling 2015): the pre-activations of a Dense
+// layer are drawn from their Gaussian instead of drawing its weights. Forward only (no gradient).
+
+MXReturnValue normal_scale_is(const std::unordered_map<std::string, std::string>& attrs,
+                              bool* variance) {
+  auto it = attrs.find("scale_is");
+  const std::string kind = it == attrs.end() ? "std" : it->second;
+  if (kind != "std" && kind != "variance") {
+    MX_ERROR_MSG << "gluon_bbb_normal: attribute scale_is must be 'std' or 'variance', got '"
+                 << kind << "'";
+    return MX_FAIL;
+  }
+  *variance = kind == "variance";
+  return MX_SUCCESS;
+}
+
+MXReturnValue normal_parse(const std::unordered_map<std::string, std::string>& attrs,
+                           int* num_in, int* num_out) {
+  bool variance = false;
+  if (normal_scale_is(attrs, &variance) != MX_SUCCESS) return MX_FAIL;
+  *num_in = 2;
+  *num_out = 1;
+  return MX_SUCCESS;
+}
+
+MXReturnValue normal_shape(const std::unordered_map<std::string, std::string>& attrs,
+                           std::vector<std::vector<unsigned int>>* in_shapes,
+                           std::vector<std::vector<unsigned int>>* out_shapes) {
+  if (in_shapes->at(1) != in_shapes->at(0)) {
+    MX_ERROR_MSG << "gluon_bbb_normal: mean and scale have different shapes";
+    return MX_FAIL;
+  }
+  out_shapes->at(0) = in_shapes->at(0);
+  return MX_SUCCESS;
+}
+
+template <typename T>
+MXReturnValue normal_typed(bool variance, std::vector<MXTensor>* inputs,
+                           std::vector<MXTensor>* outputs, const OpResource& res) {
+  const std::vector<Chunk> chunks = make_chunks({inputs->at(0).size()});
+  const int64_t num_chunks = static_cast<int64_t>(chunks.size());
+  if (num_chunks == 0) return MX_SUCCESS;
+  mx_cpu_rand_t* states = res.get_cpu_rand_states();
+  if (states == nullptr) {
+    MX_ERROR_MSG << "gluon_bbb_normal: MXNet gave no CPU random states";
+    return MX_FAIL;
+  }
+  const T* mean = inputs->at(0).data<T>();
+  const T* scale = inputs->at(1).data<T>();
+  T* out = outputs->at(0).data<T>();
+  const int64_t lanes = std::min<int64_t>(num_chunks, kNumStates);
+#pragma omp parallel num_threads(num_threads_for(lanes))
+  {
+    std::vector<T> u1(kChunk / 2), u2(kChunk / 2);
+#pragma omp for schedule(static)
+    for (int64_t lane = 0; lane < lanes; ++lane) {
+      for (int64_t c = lane; c < num_chunks; c += kNumStates) {  // same state, in order
+        const int64_t b = chunks[c].begin, n = chunks[c].size;
+        T* o = out + b;
+        fill_normal(states[lane], o, n, u1.data(), u2.data());  // eps, in place
+        const T* m = mean + b;
+        const T* s = scale + b;
+        if (variance) {
+#pragma omp simd
+          for (int64_t i = 0; i < n; ++i) o[i] = m[i] + std::sqrt(s[i]) * o[i];
+        } else {
+#pragma omp simd
+          for (int64_t i = 0; i < n; ++i) o[i] = m[i] + s[i] * o[i];
+        }
+      }
+    }
+  }
+  return MX_SUCCESS;
+}
+
+MXReturnValue normal_forward(const std::unordered_map<std::string, std::string>& attrs,
+                             std::vector<MXTensor>* inputs, std::vector<MXTensor>* outputs,
+                             const OpResource& res) {
+  bool variance = false;
+  if (normal_scale_is(attrs, &variance) != MX_SUCCESS) return MX_FAIL;
+  if (inputs->at(0).dtype == kFloat64) return normal_typed<double>(variance, inputs, outputs, res);
+  return normal_typed<float>(variance, inputs, outputs, res);
+}
+
 }  // namespace
 
 REGISTER_OP(gluon_bbb_variational)
@@ -686,6 +777,12 @@ REGISTER_OP(gluon_bbb_adam)
     .setInferType(same_dtype_as_first)
     .setInferShape(adam_shape)
     .setForward(adam_forward, "cpu");
+
+REGISTER_OP(gluon_bbb_normal)
+    .setParseAttrs(normal_parse)
+    .setInferType(same_dtype_as_first)
+    .setInferShape(normal_shape)
+    .setForward(normal_forward, "cpu");
 
 MXReturnValue initialize(int version) {
   if (version < 10900) {
