@@ -8,7 +8,7 @@ import pytest
 from gluon_bbb import data, reproduce
 
 RESULTS = pathlib.Path(__file__).resolve().parent.parent / "results"
-HEADLINE_RUNS = ["bbb-mixture-400", "bbb-gaussian-400"]
+HEADLINE_RUNS = ["bbb-mixture-400-lrdecay", "bbb-gaussian-400-lrdecay", "bbb-mixture-400", "bbb-gaussian-400"]
 
 
 def _data_or_skip():
