@@ -12,12 +12,16 @@ Examples::
     gluon-bbb reproduce bbb-mixture-1200 --epochs 600            # -> results/bbb-mixture-1200
     gluon-bbb evaluate results/bbb-mixture-1200                  # re-check its best epoch
     gluon-bbb search --epochs 20 --max-trials 10 --output-dir results/search
+    gluon-bbb uncertainty results/bbb-mixture-400 results/sgd-400 --output-dir docs/uncertainty
+    gluon-bbb bandit --steps 2000 --output-dir results/bandit     # the mushroom bandit
 
 A run folder holds ``config.json`` (the options), ``checkpoint.bbb`` (written after every
 epoch), ``train.log`` and, when training is finished, ``metrics.json``. ``prune`` adds
 ``pruning.json`` and ``pruning.md`` (the paper's Table 2), ``plot`` the PNG figures.
-``reproduce`` run folders are described in :mod:`gluon_bbb.reproduce`; ``evaluate``, ``prune``
-and ``plot`` use their best epoch on validation.
+``reproduce`` run folders are described in :mod:`gluon_bbb.reproduce`; ``evaluate``, ``prune``,
+``plot`` and ``uncertainty`` use their best epoch on validation. ``uncertainty`` writes
+``uncertainty.json`` and ``uncertainty.md`` (:mod:`gluon_bbb.uncertainty_eval`), ``bandit`` the
+folder described in :mod:`gluon_bbb.bandit_run`.
 """
 import argparse
 import io
@@ -33,7 +37,7 @@ import mxnet as mx
 import numpy as np
 from mxnet import nd
 
-from . import __version__, data, models, plots, pruning, reproduce
+from . import __version__, bandit_run, data, models, plots, pruning, reproduce, uncertainty_eval
 from .checkpoint import atomic_write_bytes, write_json
 from .context import resolve_context
 from .loss import BBBLoss
@@ -219,7 +223,64 @@ def build_parser():
     _add_common(search)
     search.add_argument("--no-progress", action="store_true", help="no progress bar")
     search.set_defaults(func=search_command, command_line=None)
+    _add_uncertainty(commands)
+    _add_bandit(commands)
     return parser
+
+
+def _add_uncertainty(commands):
+    uncertain = commands.add_parser(
+        "uncertainty", help="calibration, OOD detection and refusal of MNIST reproduce runs",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="For the best epoch of each run folder (trained on MNIST): test error and "
+                    "expected calibration error, AUROC of entropy (and mutual information) "
+                    "against Fashion-MNIST and uniform noise, error after refusing the least "
+                    "confident test images. Prints a table and writes uncertainty.json and "
+                    "uncertainty.md to --output-dir.")
+    uncertain.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
+                           help="folders written by 'reproduce' for MNIST configurations")
+    uncertain.add_argument("--mc-samples", type=_number(int, 1, True), default=MC_SAMPLES,
+                           help="weight samples of the Monte Carlo average (BBB runs)")
+    uncertain.add_argument("--num-noise", type=_number(int, 1, True), default=10000,
+                           help="uniform-noise images")
+    uncertain.add_argument("--seed", type=_number(int, 0, True), default=0,
+                           help="seed of the noise images")
+    uncertain.add_argument("--ood-data-dir", default=None,
+                           help="folder holding Fashion-MNIST (default: as --data-dir)")
+    uncertain.add_argument("--output-dir", default=".",
+                           help="where uncertainty.json, uncertainty.md (and figures) go")
+    uncertain.add_argument("--figures", action="store_true",
+                           help="also write reliability.png and entropy_<run>.png")
+    _add_common(uncertain)
+    uncertain.set_defaults(func=uncertainty_command, command_line=None)
+
+
+def _add_bandit(commands):
+    agents = bandit_run.AGENTS
+    play = commands.add_parser(
+        "bandit", help="the paper's mushroom bandit: Thompson sampling vs epsilon-greedy",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="Play each agent for --steps interactions on the UCI mushrooms with the "
+                    "paper's settings (2x100 ReLU, buffer 4096, minibatches of 64, 2 weight "
+                    "samples for Thompson). Each finished agent is saved at once; running the "
+                    "same command again skips them. Writes bandit.json, bandit.md, regret.png.")
+    play.add_argument("--steps", type=_number(int, 1, True), required=True,
+                      help="interactions per agent (the paper: 50000)")
+    play.add_argument("--output-dir", default=os.path.join("results", "bandit"),
+                      help="agent-<name>.json per agent, bandit.json, bandit.md, regret.png")
+    play.add_argument("--agents", nargs="+", choices=list(agents), default=list(agents),
+                      help="; ".join(f"{name}: {label}" for name, (label, _) in agents.items())
+                      .replace("%", "%%"))  # argparse formats help strings with %
+    play.add_argument("--mushroom", default=None,
+                      help="agaricus-lepiota.data (None: "
+                           f"${data.DATA_ENV_VAR}/mushroom/agaricus-lepiota.data)")
+    play.add_argument("--seed", type=_number(int, 0, True), default=0,
+                      help="seeds the episode and every agent")
+    play.add_argument("--num-minibatches", type=_number(int, 1, True), default=64,
+                      help="training minibatches of 64 after each interaction")
+    play.add_argument("--ctx", default="cpu", help="'cpu', 'gpu' or 'gpu(i)'")
+    play.add_argument("--no-progress", action="store_true", help="no progress bar")
+    play.set_defaults(func=bandit_command, command_line=None)
 
 
 def _add_overrides(parser):
@@ -535,6 +596,62 @@ def search_command(args):
     return 0
 
 
+# ---------------------------------------------------------------------------- uncertainty
+UNCERTAINTY_JSON = "uncertainty.json"
+UNCERTAINTY_MD = "uncertainty.md"
+
+
+def uncertainty_command(args):
+    """``gluon-bbb uncertainty``: prints the table, writes uncertainty.json/.md (and figures)."""
+    start = time.time()
+    ctx = resolve_context(args.ctx)
+    runs, results = [], []
+    for run_dir in args.run_dirs:
+        run = uncertainty_eval.predict_run(run_dir, mc_samples=args.mc_samples,
+                                           data_dir=args.data_dir, ood_data_dir=args.ood_data_dir,
+                                           num_noise=args.num_noise, seed=args.seed, ctx=ctx)
+        results.append(uncertainty_eval.summarize(run))
+        if args.figures:
+            runs.append(run)
+    table = uncertainty_eval.uncertainty_table(results)
+    figures = {}
+    if args.figures:
+        figures["reliability.png"] = uncertainty_eval.reliability_figure(runs)
+        for run in runs:
+            figures[f"entropy_{uncertainty_eval.figure_name(run)}.png"] = \
+                uncertainty_eval.entropy_figure(run)
+    seconds = time.time() - start
+    write_json(os.path.join(args.output_dir, UNCERTAINTY_JSON), {
+        "runs": results, "command": args.command_line, "wall_seconds": seconds,
+        "num_noise": args.num_noise, "seed": args.seed, "coverages": list(uncertainty_eval.COVERAGES),
+        "machine": reproduce.machine_info(ctx), "figures": sorted(figures),
+        "written": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+    text = (f"Best epoch on validation of each run, MNIST test set (in distribution) against "
+            f"Fashion-MNIST test and {args.num_noise} uniform-noise images (seed {args.seed}). "
+            f"ECE: {uncertainty_eval.NUM_BINS} bins. AUROC of the predictive entropy (H) and of "
+            f"the mutual information (MI) for telling the out-of-distribution images apart. "
+            f"'error kept x%': error among the x% most confident test images.\n\n{table}\n"
+            f"Command: `{args.command_line}`; {seconds:.0f} s.\n")
+    atomic_write_bytes(os.path.join(args.output_dir, UNCERTAINTY_MD), text.encode("utf-8"))
+    for name, figure in figures.items():
+        _save_figure(figure, os.path.join(args.output_dir, name))
+    print(table, end="")
+    return 0
+
+
+# ---------------------------------------------------------------------------- bandit
+def bandit_command(args):
+    """``gluon-bbb bandit``: plays the agents, writes bandit.json, bandit.md and regret.png."""
+    resolve_context(args.ctx)
+    with _log_to(None):
+        summary = bandit_run.run_agents(
+            args.mushroom or bandit_run.default_mushroom_path(), args.steps, args.output_dir,
+            agents=args.agents, seed=args.seed, num_minibatches=args.num_minibatches,
+            ctx=args.ctx, progress=not args.no_progress, command=args.command_line)
+    print(bandit_run.summary_table(summary["agents"]), end="")
+    return 0
+
+
 # ---------------------------------------------------------------------------- prune
 def prune_command(args):
     """``gluon-bbb prune``: prints the pruning table and writes pruning.json and pruning.md."""
@@ -598,7 +715,8 @@ def _result_line(mean_error, mc_error, num_samples):
 
 
 class _log_to:  # noqa: N801 -- used like a function: ``with _log_to(path):``
-    """Send the 'gluon_bbb' logger's INFO records to a file and to stderr while active."""
+    """Send the 'gluon_bbb' logger's INFO records to a file (unless path is None) and to
+    stderr while active."""
 
     def __init__(self, path):
         self.path = path
@@ -606,8 +724,9 @@ class _log_to:  # noqa: N801 -- used like a function: ``with _log_to(path):``
     def __enter__(self):
         self.logger = logging.getLogger("gluon_bbb")
         self.old_level = self.logger.level
-        self.handlers = [logging.FileHandler(self.path, encoding="utf-8"),
-                         logging.StreamHandler(sys.stderr)]
+        file_handler = (logging.NullHandler() if self.path is None
+                        else logging.FileHandler(self.path, encoding="utf-8"))
+        self.handlers = [file_handler, logging.StreamHandler(sys.stderr)]
         self.handlers[0].setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         self.handlers[1].setFormatter(logging.Formatter(f"{PROG}: %(message)s"))
         for handler in self.handlers:

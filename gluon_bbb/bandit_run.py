@@ -1,0 +1,304 @@
+"""The paper's mushroom bandit experiment (section 5.3, Fig. 6) as a resumable run folder.
+
+:func:`run_agents` plays Thompson sampling with Bayes by Backprop and epsilon-greedy agents
+(epsilon 0, 1%, 5%) on the UCI mushrooms with the settings of the paper and of
+``notebooks/08_bandit.ipynb``: reward networks of two hidden layers of 100 ReLUs, a buffer of
+the last 4096 interactions, ``num_minibatches`` (the paper: 64) minibatches of 64 after every
+interaction, Adam at 1e-3, and for the Bayesian agent the scale-mixture prior pi = 1/2,
+-log sigma1 = 0, -log sigma2 = 6, two weight samples per training step and two averaged to
+act. Every agent is seeded the same way (``mx.random.seed(seed)``, agent seed, episode seed),
+so all see the same mushrooms and coin flips, and an agent's result does not depend on which
+agents ran before it.
+
+The output folder holds:
+
+``agent-<name>.json``
+    Written atomically as soon as the agent finishes: its settings, final numbers, seconds,
+    every action (from which :func:`gluon_bbb.bandit.replay_history` rebuilds the whole
+    history) and its cumulative regret curves, downsampled to at most
+    :data:`MAX_CURVE_POINTS` points. A later run with the same settings skips the agent, so
+    an interrupted run loses at most the agent it was playing.
+``bandit.json``, ``bandit.md``
+    The final cumulative regret of each agent and the wall times.
+``regret.png``
+    The cumulative expected regret against steps (:func:`~gluon_bbb.bandit.plot_cumulative_regret`).
+"""
+import hashlib
+import io
+import json
+import logging
+import math
+import os
+import time
+
+import mxnet as mx
+import numpy as np
+
+from . import bandit
+from .checkpoint import atomic_write_bytes, write_json
+from .data import DATA_ENV_VAR
+from .mushroom import load_mushroom
+from .priors import ScaleMixturePrior
+from .reproduce import machine_info
+
+__all__ = [
+    "AGENTS",
+    "PAPER_SETTINGS",
+    "MAX_CURVE_POINTS",
+    "default_mushroom_path",
+    "agent_settings",
+    "make_agent",
+    "read_agent_record",
+    "run_agents",
+    "summary_table",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Agent name -> (label, epsilon); epsilon None is Thompson sampling with Bayes by Backprop.
+AGENTS = {
+    "thompson": ("Thompson sampling (BBB)", None),
+    "greedy-0": ("0% greedy", 0.0),
+    "greedy-1": ("1% greedy", 0.01),
+    "greedy-5": ("5% greedy", 0.05),
+}
+#: The paper's settings shared by every agent (notebooks/08_bandit.ipynb).
+PAPER_SETTINGS = {
+    "hidden": [100, 100],
+    "buffer_size": 4096,
+    "batch_size": 64,
+    "learning_rate": 1e-3,
+    "noise_sigma": 1.0,
+}
+#: The Bayesian agent's extra settings: prior (-log sigma convention) and weight samples.
+THOMPSON_SETTINGS = {
+    "prior": {"pi": 0.5, "log_sigma1": 0.0, "log_sigma2": 6.0},
+    "num_action_samples": 2,
+    "num_train_samples": 2,
+}
+#: The stored cumulative regret curves keep at most this many points.
+MAX_CURVE_POINTS = 1000
+SUMMARY_JSON = "bandit.json"
+SUMMARY_MD = "bandit.md"
+FIGURE = "regret.png"
+
+
+def default_mushroom_path():
+    """``$GLUON_BBB_DATA/mushroom/agaricus-lepiota.data`` (``data/...`` without the variable)."""
+    return os.path.join(os.environ.get(DATA_ENV_VAR, "data"), "mushroom", "agaricus-lepiota.data")
+
+
+def _check_agent(name):
+    if name not in AGENTS:
+        raise ValueError(f"unknown agent {name!r}; choose among {', '.join(AGENTS)}")
+
+
+def agent_settings(name, steps, seed=0, num_minibatches=64, data_sha256=None):
+    """Everything that determines an agent's run; equal settings mean an identical run.
+
+    Parameters
+    ----------
+    name : str, a key of :data:`AGENTS`
+    steps : int, interactions
+    seed : int
+    num_minibatches : int, training minibatches after each interaction
+    data_sha256 : str, optional
+        The mushroom file's SHA-256.
+
+    Returns
+    -------
+    dict, JSON-serialisable
+    """
+    _check_agent(name)
+    for what, value, low in (("steps", steps, 1), ("seed", seed, 0),
+                             ("num_minibatches", num_minibatches, 1)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise ValueError(f"{what} must be an integer >= {low}, got {value!r}")
+    label, epsilon = AGENTS[name]
+    settings = dict(PAPER_SETTINGS, hidden=list(PAPER_SETTINGS["hidden"]), agent=name,
+                    label=label, epsilon=epsilon, steps=int(steps), seed=int(seed),
+                    num_minibatches=int(num_minibatches), mushroom_sha256=data_sha256)
+    if epsilon is None:
+        settings.update(THOMPSON_SETTINGS)
+    return settings
+
+
+def make_agent(settings, num_features, ctx=None):
+    """A fresh, seeded agent for :func:`agent_settings` (reseeds MXNet's generator).
+
+    Returns
+    -------
+    bandit.ThompsonAgent or bandit.EpsilonGreedyAgent
+    """
+    common = dict(hidden_sizes=tuple(settings["hidden"]), noise_sigma=settings["noise_sigma"],
+                  buffer_size=settings["buffer_size"], num_minibatches=settings["num_minibatches"],
+                  batch_size=settings["batch_size"], learning_rate=settings["learning_rate"],
+                  seed=settings["seed"], ctx=ctx)
+    mx.random.seed(settings["seed"])  # the network's initialisation
+    if settings["epsilon"] is not None:
+        return bandit.EpsilonGreedyAgent(num_features, epsilon=settings["epsilon"], **common)
+    prior = settings["prior"]
+    return bandit.ThompsonAgent(
+        num_features, prior=ScaleMixturePrior(prior["pi"], math.exp(-prior["log_sigma1"]),
+                                              math.exp(-prior["log_sigma2"])),
+        num_action_samples=settings["num_action_samples"],
+        num_train_samples=settings["num_train_samples"], **common)
+
+
+def _agent_path(output_dir, name):
+    return os.path.join(output_dir, f"agent-{name}.json")
+
+
+def read_agent_record(output_dir, name):
+    """The stored record of agent ``name`` in ``output_dir``, or None if there is none."""
+    path = _agent_path(output_dir, name)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as handle:
+        try:
+            return json.load(handle)
+        except json.JSONDecodeError:
+            logger.warning("%s is not valid JSON: the agent is played again", path)
+            return None
+
+
+def _downsampled(values, max_points=MAX_CURVE_POINTS):
+    """(steps from 1, values) at at most ``max_points`` evenly spaced steps, the last included."""
+    steps = np.unique(np.linspace(1, len(values), min(len(values), max_points)).round().astype(int))
+    return steps.tolist(), np.asarray(values)[steps - 1].tolist()
+
+
+def _final_numbers(history, env):
+    eaten = history.actions == bandit.EAT
+    edible = env.edible[history.indices]
+    return {"cumulative_expected_regret": float(history.cumulative_expected_regret[-1]),
+            "cumulative_regret": float(history.cumulative_regret[-1]),
+            "eaten": int(eaten.sum()),
+            "poisonous_eaten": int(np.sum(eaten & ~edible)),
+            "edible_passed": int(np.sum(~eaten & edible))}
+
+
+def _record(settings, history, env, seconds):
+    steps, expected = _downsampled(history.cumulative_expected_regret)
+    _, realised = _downsampled(history.cumulative_regret)
+    return {"agent": settings["agent"], "label": settings["label"], "settings": settings,
+            "final": _final_numbers(history, env), "seconds": seconds,
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "actions": history.actions.tolist(),
+            "curve": {"step": steps, "cumulative_expected_regret": expected,
+                      "cumulative_regret": realised}}
+
+
+def _write_compact_json(path, payload):
+    text = json.dumps(payload, separators=(",", ":"), sort_keys=True, allow_nan=False)
+    atomic_write_bytes(path, (text + "\n").encode("utf-8"))
+
+
+def _play(settings, env, output_dir, ctx, progress):
+    """Play one agent and store its record; returns the record."""
+    start = time.time()
+    agent = make_agent(settings, env.num_features, ctx)
+    history = bandit.run_bandit(agent, env, settings["steps"], seed=settings["seed"],
+                                progress=progress)
+    record = _record(settings, history, env, time.time() - start)
+    _write_compact_json(_agent_path(output_dir, settings["agent"]), record)
+    return record
+
+
+def run_agents(mushroom_path, steps, output_dir, agents=tuple(AGENTS), seed=0, num_minibatches=64,
+               ctx=None, progress=False, command=None):
+    """Play each agent for ``steps`` steps (skipping those already stored) and summarise.
+
+    Parameters
+    ----------
+    mushroom_path : str, ``agaricus-lepiota.data``
+    steps : int, interactions per agent (the paper: 50,000)
+    output_dir : str
+    agents : sequence of str, keys of :data:`AGENTS`
+    seed : int
+    num_minibatches : int, the paper: 64
+    ctx : mx.Context or str, optional
+    progress : bool, tqdm progress bars
+    command : str, optional, recorded in ``bandit.json``
+
+    Returns
+    -------
+    dict, the contents of ``bandit.json``; its 'agents' rows say whether each was 'skipped'.
+    """
+    start = time.time()
+    agents = list(dict.fromkeys(agents))
+    if not agents:
+        raise ValueError("no agents to play")
+    for name in agents:
+        _check_agent(name)
+    data = load_mushroom(mushroom_path)  # a clear error for a missing or malformed file
+    with open(mushroom_path, "rb") as handle:
+        sha256 = hashlib.sha256(handle.read()).hexdigest()
+    env = bandit.MushroomBandit(data.contexts, data.edible)
+    all_settings = [agent_settings(name, steps, seed, num_minibatches, sha256) for name in agents]
+    os.makedirs(output_dir, exist_ok=True)
+    records, skipped = [], []
+    for settings in all_settings:
+        record = read_agent_record(output_dir, settings["agent"])
+        if record is not None and record.get("settings") == settings:
+            logger.info("%s: finished earlier with the same settings, skipped", settings["label"])
+            skipped.append(settings["agent"])
+        else:
+            logger.info("%s: playing %d steps", settings["label"], steps)
+            record = _play(settings, env, output_dir, ctx, progress)
+            logger.info("%s: cumulative expected regret %.0f after %d steps, %.1f s",
+                        settings["label"], record["final"]["cumulative_expected_regret"],
+                        steps, record["seconds"])
+        records.append(record)
+    summary = _summary(records, skipped, env, data, mushroom_path, command, time.time() - start)
+    _write_summary(output_dir, summary, records, env)
+    return summary
+
+
+def _summary(records, skipped, env, data, mushroom_path, command, seconds):
+    rows = [dict(record["final"], agent=record["agent"], label=record["label"],
+                 steps=record["settings"]["steps"], seconds=record["seconds"],
+                 skipped=record["agent"] in skipped) for record in records]
+    settings = {key: value for key, value in records[0]["settings"].items()
+                if key not in ("agent", "label", "epsilon")}
+    for key in THOMPSON_SETTINGS:
+        settings.pop(key, None)
+    return {"agents": rows, "settings": settings, "thompson": THOMPSON_SETTINGS,
+            "mushroom_path": os.path.abspath(mushroom_path), "num_mushrooms": len(env.edible),
+            "edible_fraction": float(data.edible.mean()), "num_features": env.num_features,
+            "agent_seconds_total": float(sum(row["seconds"] for row in rows)),
+            "wall_seconds": seconds, "command": command, "machine": machine_info(),
+            "written": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+
+
+def summary_table(rows):
+    """A markdown table of the ``agents`` rows of ``bandit.json``."""
+    lines = ["| agent | steps | cumulative expected regret | cumulative realised regret "
+             "| mushrooms eaten | poisonous eaten | edible passed | seconds |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for row in rows:
+        lines.append(f"| {row['label']} | {row['steps']:,} | {row['cumulative_expected_regret']:,.0f} "
+                     f"| {row['cumulative_regret']:,.0f} | {row['eaten']:,} | "
+                     f"{row['poisonous_eaten']:,} | {row['edible_passed']:,} | "
+                     f"{row['seconds']:.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def _write_summary(output_dir, summary, records, env):
+    write_json(os.path.join(output_dir, SUMMARY_JSON), summary)
+    settings = summary["settings"]
+    text = (f"Mushroom bandit (Blundell et al. 2015, section 5.3): {settings['steps']:,} steps per "
+            f"agent, seed {settings['seed']}, networks {'x'.join(map(str, settings['hidden']))} "
+            f"ReLU, buffer {settings['buffer_size']}, {settings['num_minibatches']} minibatches of "
+            f"{settings['batch_size']} per interaction. Regret is the oracle's reward minus the "
+            f"agent's; the expected regret averages the coin flip of a poisonous meal.\n\n"
+            f"{summary_table(summary['agents'])}\n"
+            f"Agents' time {summary['agent_seconds_total']:.0f} s in all (this invocation "
+            f"{summary['wall_seconds']:.0f} s wall); command: `{summary['command']}`\n")
+    atomic_write_bytes(os.path.join(output_dir, SUMMARY_MD), text.encode("utf-8"))
+    histories = {record["label"]: bandit.replay_history(env, record["actions"],
+                                                        record["settings"]["seed"])
+                 for record in records}
+    buffer = io.BytesIO()
+    bandit.plot_cumulative_regret(histories).savefig(buffer, format="png", dpi=120)
+    atomic_write_bytes(os.path.join(output_dir, FIGURE), buffer.getvalue())

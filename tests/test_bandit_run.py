@@ -1,0 +1,128 @@
+"""Tests of gluon_bbb.bandit_run and 'gluon-bbb bandit' on a tiny mushroom file: a few steps,
+one minibatch per interaction."""
+import json
+
+import numpy as np
+import pytest
+
+from gluon_bbb import bandit, bandit_run
+from gluon_bbb.cli import main
+from gluon_bbb.mushroom import load_mushroom
+from test_bandit import tiny_lines
+
+STEPS = 6
+
+
+@pytest.fixture
+def tiny_file(tmp_path):
+    path = tmp_path / "tiny.data"
+    path.write_text("\n".join(tiny_lines()) + "\n")
+    return path
+
+
+def play(tiny_file, out, agents=tuple(bandit_run.AGENTS), steps=STEPS):
+    return bandit_run.run_agents(str(tiny_file), steps, str(out), agents=agents,
+                                 num_minibatches=1)
+
+
+def record(out, name):
+    return json.loads((out / f"agent-{name}.json").read_text())
+
+
+class Interrupted(Exception):
+    """Stands for a kill or Ctrl-C in the middle of an agent."""
+
+
+class CountingPlay:
+    """Wraps bandit_run._play, counting its calls; raises Interrupted at call ``stop``."""
+
+    def __init__(self, monkeypatch, stop=None):
+        self.original, self.played, self.stop = bandit_run._play, [], stop
+        monkeypatch.setattr(bandit_run, "_play", self)
+
+    def __call__(self, settings, *args):
+        if len(self.played) + 1 == self.stop:
+            raise Interrupted
+        self.played.append(settings["agent"])
+        return self.original(settings, *args)
+
+
+def test_run_writes_every_file_with_finite_regret(tiny_file, tmp_path):
+    out = tmp_path / "out"
+    summary = play(tiny_file, out)
+    names = list(bandit_run.AGENTS)
+    assert [row["agent"] for row in summary["agents"]] == names
+    assert not any(row["skipped"] for row in summary["agents"])
+    env = bandit.MushroomBandit(*load_mushroom(tiny_file)[:2])
+    for name, row in zip(names, summary["agents"]):
+        saved = record(out, name)
+        assert saved["settings"]["steps"] == STEPS and saved["settings"]["num_minibatches"] == 1
+        assert saved["settings"]["hidden"] == [100, 100] and saved["settings"]["buffer_size"] == 4096
+        assert len(saved["actions"]) == STEPS and saved["seconds"] > 0
+        curve = saved["curve"]
+        assert curve["step"][-1] == STEPS
+        assert np.all(np.isfinite(curve["cumulative_regret"] + curve["cumulative_expected_regret"]))
+        history = bandit.replay_history(env, saved["actions"], seed=0)  # what was played
+        assert curve["cumulative_expected_regret"] == history.cumulative_expected_regret.tolist()
+        assert row["cumulative_regret"] == history.cumulative_regret[-1]
+        assert row["cumulative_expected_regret"] >= 0
+    assert record(out, "thompson")["settings"]["num_action_samples"] == 2
+    assert record(out, "greedy-5")["settings"]["epsilon"] == 0.05
+    saved = json.loads((out / "bandit.json").read_text())
+    assert saved["agents"] == summary["agents"] and saved["num_mushrooms"] == 6
+    table = (out / "bandit.md").read_text()
+    assert "| Thompson sampling (BBB) | 6 |" in table and "| 5% greedy | 6 |" in table
+    assert (out / "regret.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_rerun_skips_finished_agents_and_replays_changed_ones(tiny_file, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    play(tiny_file, out, agents=["thompson", "greedy-1"])
+    before = (out / "agent-thompson.json").read_text()
+    counter = CountingPlay(monkeypatch)
+    summary = play(tiny_file, out)
+    assert counter.played == ["greedy-0", "greedy-5"]
+    assert [row["skipped"] for row in summary["agents"]] == [True, False, True, False]
+    assert (out / "agent-thompson.json").read_text() == before
+    play(tiny_file, out, agents=["thompson"], steps=STEPS + 1)  # other settings: played again
+    assert counter.played[-1] == "thompson" and len(record(out, "thompson")["actions"]) == STEPS + 1
+    tiny_file.write_text("\n".join(tiny_lines()[::-1]) + "\n")  # other data: played again
+    play(tiny_file, out, agents=["greedy-0"])
+    assert counter.played[-1] == "greedy-0"
+
+
+def test_an_interrupted_run_keeps_the_finished_agents(tiny_file, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    CountingPlay(monkeypatch, stop=2)
+    with pytest.raises(Interrupted):
+        play(tiny_file, out)
+    assert [path.name for path in out.iterdir()] == ["agent-thompson.json"]
+    monkeypatch.undo()
+    counter = CountingPlay(monkeypatch)
+    play(tiny_file, out)
+    assert counter.played == ["greedy-0", "greedy-1", "greedy-5"]
+
+
+def test_an_agent_plays_the_same_alone_or_after_others(tiny_file, tmp_path):
+    play(tiny_file, tmp_path / "all")
+    play(tiny_file, tmp_path / "alone", agents=["greedy-5"])
+    assert (record(tmp_path / "all", "greedy-5")["actions"]
+            == record(tmp_path / "alone", "greedy-5")["actions"])
+
+
+def test_command_prints_the_table_and_reports_bad_input(tiny_file, tmp_path, capsys):
+    out = tmp_path / "out"
+    code = main(["bandit", "--steps", "3", "--num-minibatches", "1", "--mushroom", str(tiny_file),
+                 "--output-dir", str(out), "--agents", "greedy-0", "thompson", "--no-progress"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "| 0% greedy | 3 |" in printed and "| Thompson sampling (BBB) | 3 |" in printed
+    assert json.loads((out / "bandit.json").read_text())["command"].startswith("gluon-bbb bandit")
+    code = main(["bandit", "--steps", "3", "--mushroom", str(tmp_path / "nowhere.data"),
+                 "--output-dir", str(tmp_path / "other")])
+    assert code == 2 and "nowhere.data" in capsys.readouterr().err
+    assert main(["bandit", "--steps", "3", "--agents", "greedy-2"]) == 2
+    assert main(["bandit", "--help"]) == 0
+    assert "greedy-1: 1% greedy" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="unknown agent"):
+        play(tiny_file, out, agents=["greedy-2"])
