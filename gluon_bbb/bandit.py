@@ -25,7 +25,6 @@ see the same mushrooms and the same coin flips for poisonous ones.
 """
 from dataclasses import dataclass
 import math
-import numbers
 
 import mxnet as mx
 import numpy as np
@@ -33,6 +32,7 @@ from matplotlib.figure import Figure
 from mxnet import autograd, gluon, nd
 from tqdm import tqdm
 
+from ._checks import check_int
 from .context import resolve_context
 from .loss import BBBLoss
 from .models import mlp
@@ -107,7 +107,7 @@ class MushroomBandit:
         harmful : numpy.ndarray of bool, (num_steps,)
             Whether eating that step's mushroom would hurt, if it is poisonous (prob. 1/2).
         """
-        _check_positive_int("num_steps", num_steps)
+        check_int("num_steps", num_steps)
         rng = np.random.default_rng(seed)
         indices = rng.integers(0, len(self.contexts), size=num_steps)
         return indices, rng.random(num_steps) < POISON_PROBABILITY
@@ -187,7 +187,7 @@ class ReplayBuffer:
     """
 
     def __init__(self, capacity, num_inputs):
-        _check_positive_int("capacity", capacity)
+        check_int("capacity", capacity)
         self.inputs = np.zeros((capacity, num_inputs), dtype=np.float32)
         self.rewards = np.zeros(capacity, dtype=np.float32)
         self.capacity, self.size, self._next = int(capacity), 0, 0
@@ -221,9 +221,9 @@ class _NetworkAgent:
 
     def __init__(self, num_features, hidden_sizes, buffer_size, num_minibatches, batch_size,
                  noise_sigma, learning_rate, seed, ctx):
-        _check_positive_int("num_features", num_features)
-        _check_positive_int("num_minibatches", num_minibatches)
-        _check_positive_int("batch_size", batch_size)
+        check_int("num_features", num_features)
+        check_int("num_minibatches", num_minibatches)
+        check_int("batch_size", batch_size)
         if not (float(noise_sigma) > 0 and math.isfinite(float(noise_sigma))):
             raise ValueError(f"noise_sigma must be a positive finite number, got {noise_sigma!r}")
         self.num_minibatches, self.batch_size = int(num_minibatches), int(batch_size)
@@ -309,7 +309,7 @@ class ThompsonAgent(_NetworkAgent):
                  batch_size=64, learning_rate=1e-3, rho_init=-5.0, seed=0, ctx=None):
         super().__init__(num_features, hidden_sizes, buffer_size, num_minibatches, batch_size,
                          noise_sigma, learning_rate, seed, ctx)
-        _check_positive_int("num_action_samples", num_action_samples)
+        check_int("num_action_samples", num_action_samples)
         prior = ScaleMixturePrior(0.5, 1.0, math.exp(-6)) if prior is None else prior
         if not isinstance(prior, Prior):
             raise ValueError(f"prior must be a GaussianPrior or ScaleMixturePrior, got {prior!r}")
@@ -484,8 +484,3 @@ def plot_cumulative_regret(histories, expected=True):
     ax.set(xlabel="step", ylabel=("expected " if expected else "") + "cumulative regret")
     ax.legend()
     return figure
-
-
-def _check_positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")

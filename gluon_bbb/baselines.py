@@ -12,13 +12,13 @@ for dropout, and train it here::
 The history has the keys of :attr:`gluon_bbb.BBBTrainer.history` that make sense for a
 deterministic net, so :func:`gluon_bbb.plots.training_curves` draws both.
 """
-import numbers
 import time
 
 import mxnet as mx
 from mxnet import autograd, gluon, nd
 from tqdm import tqdm
 
+from ._checks import check_int
 from .context import resolve_context
 
 __all__ = ["train_deterministic", "evaluate_deterministic"]
@@ -64,7 +64,7 @@ def train_deterministic(net, train_data, num_epochs, eval_data=None, optimizer="
     """
     if not isinstance(net, gluon.Block):
         raise TypeError(f"net must be a gluon Block, got {type(net).__name__}")
-    _check_count("num_epochs", num_epochs, minimum=1)
+    check_int("num_epochs", num_epochs)
     num_batches = len(train_data)
     if num_batches < 1:
         raise ValueError("train_data yields no batches")
@@ -166,8 +166,3 @@ def _network_context(net):
         except RuntimeError:
             break
     raise ValueError("net is not initialised: train it or load its parameters first")
-
-
-def _check_count(name, value, minimum):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")

@@ -712,8 +712,6 @@ def _result_line(mean_error, mc_error, num_samples):
             f"{100 * mc_error:.2f}% (MC {num_samples} samples)")
 
 
-
-
 class _log_to:  # noqa: N801 -- used like a function: ``with _log_to(path):``
     """Send the 'gluon_bbb' logger's INFO records to a file (unless path is None) and to
     stderr while active."""

@@ -19,6 +19,8 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from ._checks import check_int
+
 __all__ = [
     "image_grid",
     "training_curves",
@@ -81,12 +83,6 @@ def _finite_number(value, name, positive=False):
     return float(value)
 
 
-def _positive_int(value, name):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
-
-
 # ---------------------------------------------------------------------------- data
 def image_grid(images, labels, class_names=None, rows=3, cols=3, predictions=None, fig=None):
     """The first ``rows * cols`` images in a grid, titled by their class.
@@ -107,7 +103,7 @@ def image_grid(images, labels, class_names=None, rows=3, cols=3, predictions=Non
     -------
     Figure with rows * cols axes (those without an image are hidden).
     """
-    rows, cols = _positive_int(rows, "rows"), _positive_int(cols, "cols")
+    rows, cols = check_int("rows", rows), check_int("cols", cols)
     images, labels = _as_numpy(images, "images"), _as_numpy(labels, "labels").astype(int)
     if images.ndim == 4 and images.shape[1] == 1:
         images = images[:, 0]
@@ -217,7 +213,7 @@ def weight_densities(named_weight_arrays, ax=None, bins=200, limits=None):
     """
     if not isinstance(named_weight_arrays, dict) or not named_weight_arrays:
         raise ValueError("named_weight_arrays must be a non-empty dict of label -> weights")
-    bins = _positive_int(bins, "bins")
+    bins = check_int("bins", bins)
     arrays = {name: _as_numpy(values, f"weights of {name!r}").ravel()
               for name, values in named_weight_arrays.items()}
     for name, values in arrays.items():
@@ -262,7 +258,7 @@ def log_snr_density(snr, cutoffs=None, axes=None, bins=200):
     Figure with two axes (density, CDF), each with 1 + len(cutoffs) lines.
     """
     snr = _as_numpy(snr, "snr").ravel()
-    bins = _positive_int(bins, "bins")
+    bins = check_int("bins", bins)
     with np.errstate(divide="ignore"):
         decibels = 10.0 * np.log10(snr)
     decibels = decibels[np.isfinite(decibels)]

@@ -29,6 +29,7 @@ import numbers
 import numpy as np
 from mxnet import gluon, nd
 
+from ._checks import check_int
 from .baselines import evaluate_deterministic
 from .context import resolve_context
 from .posterior import assign_arrays, trainable_parameters
@@ -118,8 +119,7 @@ def sample_weights(trainer, num_samples=1, include_bias=False, seed=None):
     -------
     numpy array of shape (num_samples, num_weights)
     """
-    if isinstance(num_samples, bool) or not isinstance(num_samples, numbers.Integral) or num_samples < 1:
-        raise ValueError(f"num_samples must be an integer >= 1, got {num_samples!r}")
+    check_int("num_samples", num_samples)
     mu, sigma = posterior_parameters(trainer, include_bias)
     eps = np.random.default_rng(seed).standard_normal((int(num_samples), mu.size), dtype=mu.dtype)
     return mu + sigma * eps

@@ -17,7 +17,6 @@ one confident function. :func:`prediction_samples` draws predictions from either
 model and :func:`predictive_band` summarises them by their median and interquartile range.
 """
 from collections import namedtuple
-import numbers
 import time
 
 import mxnet as mx
@@ -26,6 +25,7 @@ from matplotlib.figure import Figure
 from mxnet import autograd, gluon, nd
 from tqdm import tqdm
 
+from ._checks import check_int
 from ._math import softplus
 from .context import resolve_context
 from .loss import BBBLoss
@@ -91,7 +91,7 @@ def make_toy_data(num_points, x_range=TRAIN_RANGE, noise_std=NOISE_STD, seed=0):
     x : numpy.ndarray of float32, (num_points, 1), the network's input
     y : numpy.ndarray of float32, (num_points,), the targets
     """
-    _check_positive_int("num_points", num_points)
+    check_int("num_points", num_points)
     low, high = _check_range(x_range)
     noise_std = float(noise_std)
     if not (noise_std >= 0 and np.isfinite(noise_std)):
@@ -140,7 +140,7 @@ def train_deterministic_regression(net, train_data, loss, num_epochs, optimizer=
     """
     if not isinstance(loss, BBBLoss) or loss.likelihood != "gaussian":
         raise ValueError(f"loss must be a BBBLoss with likelihood='gaussian', got {loss!r}")
-    _check_positive_int("num_epochs", num_epochs)
+    check_int("num_epochs", num_epochs)
     ctx = resolve_context(ctx)
     try:
         for param in net.collect_params().values():
@@ -195,7 +195,7 @@ def prediction_samples(model, x, num_samples=100, include_noise=False, noise_sig
     -------
     numpy.ndarray of float64, (S, N)
     """
-    _check_positive_int("num_samples", num_samples)
+    check_int("num_samples", num_samples)
     if isinstance(model, BBBTrainer):
         outputs, _ = sample_network_outputs(model, _as_ndarray(x, model.ctx), num_samples)
         if noise_sigma is None and outputs.shape[-1] == 1:
@@ -298,8 +298,3 @@ def plot_regression(x_train, y_train, x_grid, bands, train_range=None, show_curv
     axes[0].set_ylabel("y")
     axes[0].legend(loc="upper left", fontsize=8)
     return figure
-
-
-def _check_positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")

@@ -62,6 +62,7 @@ from mxnet import autograd, gluon, nd
 from tqdm import tqdm
 
 from . import data, models
+from ._checks import check_int
 from .baselines import evaluate_deterministic
 from .checkpoint import (atomic_write_bytes, write_json, load_trainer_states, read_checkpoint,
                          trainer_states, write_checkpoint)
@@ -216,9 +217,7 @@ def get_config(name, **overrides):
 def _checked(key, value):
     """``value`` as the type ``key`` takes, or a ValueError."""
     def integer(low):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-            raise ValueError(f"{key} must be an integer >= {low}, got {value!r}")
-        return int(value)
+        return check_int(key, value, minimum=low)
 
     def real(test, what):
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (
@@ -628,10 +627,8 @@ def run(config, epochs, output_dir, data_dir=None, ctx=None, mc_samples=MC_SAMPL
     """
     if isinstance(config, str):
         config = get_config(config)
-    if isinstance(epochs, bool) or not isinstance(epochs, numbers.Integral) or epochs < 1:
-        raise ValueError(f"epochs must be an integer >= 1, got {epochs!r}")
-    if isinstance(mc_samples, bool) or not isinstance(mc_samples, numbers.Integral) or mc_samples < 1:
-        raise ValueError(f"mc_samples must be an integer >= 1, got {mc_samples!r}")
+    check_int("epochs", epochs)
+    check_int("mc_samples", mc_samples)
     start = time.time()
     ctx = resolve_context(ctx)
     check_run_dir(output_dir, config)
@@ -883,8 +880,7 @@ def grid_settings(grid=None):
 
 def sample_settings(settings, max_trials, seed=0):
     """A seeded random sample of ``max_trials`` settings (all of them if fewer), in grid order."""
-    if isinstance(max_trials, bool) or not isinstance(max_trials, numbers.Integral) or max_trials < 1:
-        raise ValueError(f"max_trials must be an integer >= 1, got {max_trials!r}")
+    check_int("max_trials", max_trials)
     if max_trials >= len(settings):
         return list(settings)
     chosen = np.random.default_rng(seed).choice(len(settings), size=max_trials, replace=False)
@@ -1061,5 +1057,3 @@ def _copy_atomically(source, target):
 
 def _now():
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
-
-

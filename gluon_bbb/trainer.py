@@ -25,6 +25,7 @@ import mxnet as mx
 from mxnet import autograd, gluon, nd
 from tqdm import tqdm
 
+from ._checks import check_int
 from .checkpoint import load_trainer_states, read_checkpoint, trainer_states, write_checkpoint
 from .context import resolve_context
 from ._math import softplus
@@ -113,7 +114,7 @@ class BBBTrainer:
             raise TypeError(f"net must be a gluon Block, got {type(net).__name__}")
         if not isinstance(loss, BBBLoss):
             raise TypeError(f"loss must be a gluon_bbb.BBBLoss, got {type(loss).__name__}")
-        _check_count("num_samples", num_samples, minimum=1)
+        check_int("num_samples", num_samples)
         kl_weights(kl_weighting, 1)  # validates the scheme name
         self.net, self.loss = net, loss
         self.ctx = resolve_context(ctx)
@@ -447,7 +448,7 @@ class BBBTrainer:
         return self._predict_batches([data.as_in_context(self.ctx)], num_samples, sampling)[0]
 
     def _predict_batches(self, batches, num_samples, sampling="weights"):
-        _check_count("num_samples", num_samples, minimum=0)
+        check_int("num_samples", num_samples, minimum=0)
         _check_sampling(self.net, sampling)
         self._ensure_setup(batches[0])
         if num_samples == 0:
@@ -738,11 +739,6 @@ def _checked_learning_rate(value, epoch):
         raise ValueError(f"learning_rate_schedule({epoch}) returned {rate!r}; a learning rate must "
                          "be a finite positive number")
     return rate
-
-
-def _check_count(name, value, minimum):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
 
 
 def _initialisation_state(param):

@@ -15,12 +15,12 @@ so its mutual information is 0), so that a plain MLP baseline (e.g. trained by
 below. Entropies are in nats.
 """
 from dataclasses import dataclass
-import numbers
 
 import numpy as np
 from matplotlib.figure import Figure
 from mxnet import autograd, nd
 
+from ._checks import check_int
 from .context import resolve_context
 
 __all__ = [
@@ -159,7 +159,7 @@ def _as_batches(data, ctx, batch_size):
         inputs = inputs.reshape((inputs.shape[0], -1)) if inputs.ndim > 2 else inputs
         inputs = inputs.as_in_context(ctx)
         if batch_size is not None:
-            _check_positive_int("batch_size", batch_size)
+            check_int("batch_size", batch_size)
         step = len(inputs) if batch_size is None else int(batch_size)
         return [inputs[i:i + step] for i in range(0, len(inputs), step)], None
     batches, label_batches = [], []
@@ -192,7 +192,7 @@ def sample_network_outputs(trainer, data, num_samples, batch_size=None):
     outputs : NDArray, (num_samples, N, num_outputs), on the trainer's context
     labels : numpy.ndarray (N,) or None
     """
-    _check_positive_int("num_samples", num_samples)
+    check_int("num_samples", num_samples)
     batches, labels = _as_batches(data, trainer.ctx, batch_size)
     if trainer.posterior is None:
         trainer.predict_proba(batches[0][:1])  # sets the trainer up (shapes, posterior)
@@ -274,7 +274,7 @@ def most_uncertain(scores, num=16):
     numpy.ndarray of int, (min(num, N),)
     """
     scores = _check_1d("scores", scores)
-    _check_positive_int("num", num)
+    check_int("num", num)
     return np.argsort(-scores, kind="stable")[:num]
 
 
@@ -317,7 +317,7 @@ def reliability_diagram(probs, labels, num_bins=15):
     """
     probs = np.asarray(probs, dtype=np.float64)
     labels = _check_labels(probs, labels)
-    _check_positive_int("num_bins", num_bins)
+    check_int("num_bins", num_bins)
     confidence = probs.max(axis=-1)
     correct = (probs.argmax(axis=-1) == labels).astype(np.float64)
     edges = np.linspace(0.0, 1.0, num_bins + 1)
@@ -497,11 +497,6 @@ def plot_refusal_curves(curves):
 # ----------------------------------------------------------------------------
 # Validation helpers
 # ----------------------------------------------------------------------------
-
-def _check_positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-
 
 def _check_1d(name, values):
     values = np.asarray(values, dtype=np.float64)

@@ -26,7 +26,6 @@ Example::
     print(result["predictors"]["mc"]["auroc_entropy"]["fashion"])
 """
 from dataclasses import dataclass
-import numbers
 import os
 import re
 import time
@@ -34,6 +33,7 @@ import time
 import numpy as np
 
 from . import data, reproduce
+from ._checks import check_int
 from .context import resolve_context
 from .uncertainty import (Prediction, auroc, deterministic_predict, expected_calibration_error,
                           mc_predict, plot_reliability_diagrams, plot_score_histograms,
@@ -109,12 +109,6 @@ class RunPredictions:
 
 
 # ---------------------------------------------------------------------------- data
-def _check_int(name, value, low):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    return int(value)
-
-
 def noise_images(num, dataset="mnist", preprocessing="paper", seed=0):
     """``num`` images of integer pixels uniform in 0..255, preprocessed like ``dataset``'s.
 
@@ -129,7 +123,7 @@ def noise_images(num, dataset="mnist", preprocessing="paper", seed=0):
     -------
     numpy.ndarray of float32, (num, 784)
     """
-    _check_int("num_noise", num, 1)
+    check_int("num_noise", num)
     rng = np.random.default_rng(seed)
     pixels = rng.integers(0, 256, size=(num,) + data.IMAGE_SHAPE, dtype=np.uint8)
     return data._preprocess_for(dataset, pixels, preprocessing)
@@ -165,7 +159,7 @@ def load_evaluation_sets(config, data_dir=None, ood_data_dir=None, num_noise=100
     FileNotFoundError
         MNIST or Fashion-MNIST is missing; the message names the folders searched.
     """
-    _check_int("seed", seed, 0)
+    check_int("seed", seed, minimum=0)
     noise = noise_images(num_noise, config["dataset"], config["preprocessing"], seed)
     mnist, labels = _test_images(config["dataset"], data_dir, config)
     try:
@@ -225,7 +219,7 @@ def predict_run(run_dir, mc_samples=10, data_dir=None, ood_data_dir=None, num_no
         The run was not trained on MNIST, or a bad argument.
     """
     start = time.time()
-    _check_int("mc_samples", mc_samples, 1)
+    check_int("mc_samples", mc_samples)
     config = _mnist_config(run_dir)
     inputs, labels = load_evaluation_sets(config, data_dir or config.get("data_dir"),
                                           ood_data_dir, num_noise, seed)
