@@ -117,6 +117,8 @@ def build_parser():
     train.add_argument("--num-samples", type=_number(int, 1, True), default=1,
                        help="weight samples per training step")
     train.add_argument("--kl-weighting", choices=("uniform", "blundell"), default="uniform")
+    train.add_argument("--kl-scale", type=_number(float, 0, False), default=1.0,
+                       help="multiplies the complexity cost; below 1 tempers the posterior")
     train.add_argument("--rho-init", type=float, default=-5.0, help="initial rho, sigma = softplus(rho)")
     train.add_argument("--seed", type=int, default=0, help="seeds MXNet, NumPy and the trainer")
     _add_common(train)
@@ -369,7 +371,8 @@ def make_trainer(config, ctx):
     return BBBTrainer(net, BBBLoss(prior), optimizer=config["optimizer"],
                       optimizer_params={"learning_rate": config["lr"]},
                       num_samples=config["num_samples"], kl_weighting=config["kl_weighting"],
-                      ctx=ctx, rho_init=config["rho_init"], seed=config["seed"])
+                      kl_scale=config.get("kl_scale", 1.0), ctx=ctx, rho_init=config["rho_init"],
+                      seed=config["seed"])
 
 
 def train_command(args):

@@ -115,11 +115,11 @@ PAPER_GRID = {
 #: The keys a search setting may set, in table order.
 SEARCH_KEYS = tuple(PAPER_GRID)
 #: Keys ``--set`` may change besides :data:`SEARCH_KEYS` (choices the paper leaves open).
-EXTRA_KEYS = ("optimizer", "kl_weighting", "lr_decay", "rho_init", "sigma")
+EXTRA_KEYS = ("optimizer", "kl_weighting", "kl_scale", "lr_decay", "rho_init", "sigma")
 #: The values the text-valued keys may take.
 CHOICES = {"optimizer": ("adam", "sgd"), "kl_weighting": ("uniform", "blundell")}
 #: Hyperparameters added after the first runs were written, with the value those runs used.
-LATER_DEFAULTS = {"bbb": {"lr_decay": 1.0}, "deterministic": {}}
+LATER_DEFAULTS = {"bbb": {"lr_decay": 1.0, "kl_scale": 1.0}, "deterministic": {}}
 
 #: Test errors (%) of Table 1 of the paper for the networks these configurations train.
 PAPER_TEST_ERROR = {
@@ -132,7 +132,8 @@ PAPER_TEST_ERROR = {
 
 def _bbb_config(units, prior):
     config = dict(PROTOCOL, method="bbb", hidden=[units, units], prior=prior, optimizer="adam",
-                  lr=1e-3, lr_decay=1.0, num_samples=1, kl_weighting="uniform", rho_init=-5.0)
+                  lr=1e-3, lr_decay=1.0, num_samples=1, kl_weighting="uniform", kl_scale=1.0,
+                  rho_init=-5.0)
     if prior == "scale-mixture":
         config.update(pi=0.5, log_sigma1=0.0, log_sigma2=6.0)
     else:
@@ -235,7 +236,7 @@ def _checked(key, value):
         return integer(1)
     if key == "num_validation":
         return integer(1)
-    if key in ("lr", "sigma"):
+    if key in ("lr", "sigma", "kl_scale"):
         return real(lambda v: v > 0, "a positive number")
     if key == "lr_decay":
         return real(lambda v: 0 < v <= 1, "a number in (0, 1]")
@@ -384,7 +385,8 @@ class _BBBRun:
         self.trainer = BBBTrainer(net, BBBLoss(make_prior(config)), optimizer=config["optimizer"],
                                   optimizer_params={"learning_rate": config["lr"]},
                                   num_samples=config["num_samples"],
-                                  kl_weighting=config["kl_weighting"], ctx=ctx,
+                                  kl_weighting=config["kl_weighting"],
+                                  kl_scale=config.get("kl_scale", 1.0), ctx=ctx,
                                   rho_init=config["rho_init"], seed=config["seed"])
 
     @property

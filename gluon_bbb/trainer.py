@@ -68,6 +68,11 @@ class BBBTrainer:
         Weight samples per step; the cost is averaged over them.
     kl_weighting : {'uniform', 'blundell'}
         pi_i = 1/M, or Eq. (9).
+    kl_scale : float, > 0
+        Multiplies every pi_i. 1 (default) is the paper's cost, Eq. (8) summed over an epoch
+        to Eq. (2). Below 1 the complexity cost is down-weighted: a tempered ("cold")
+        posterior, which trades the variational bound for accuracy; the recorded 'loss' and
+        'complexity' are then those of the scaled cost.
     ctx : mx.Context or str
     mu_init, rho_init
         See :class:`~gluon_bbb.posterior.VariationalPosterior`.
@@ -109,13 +114,14 @@ class BBBTrainer:
 
     def __init__(self, net, loss, optimizer="adam", optimizer_params=None, num_samples=1,
                  kl_weighting="uniform", ctx=None, mu_init="net", rho_init=-5.0, seed=None,
-                 hybridize=True, fused=None):
+                 hybridize=True, fused=None, kl_scale=1.0):
         if not isinstance(net, gluon.Block):
             raise TypeError(f"net must be a gluon Block, got {type(net).__name__}")
         if not isinstance(loss, BBBLoss):
             raise TypeError(f"loss must be a gluon_bbb.BBBLoss, got {type(loss).__name__}")
         check_int("num_samples", num_samples)
         kl_weights(kl_weighting, 1)  # validates the scheme name
+        self.kl_scale = _checked_kl_scale(kl_scale)
         self.net, self.loss = net, loss
         self.ctx = resolve_context(ctx)
         self.optimizer = optimizer
@@ -332,7 +338,8 @@ class BBBTrainer:
         self._ensure_setup(first_data)
         self._check_labels(first_data, first_label.as_in_context(self.ctx))
         dtype = self.posterior.dtype
-        pis = nd.array(kl_weights(self.kl_weighting, num_batches), ctx=self.ctx, dtype=dtype)
+        pis = nd.array(self.kl_scale * kl_weights(self.kl_weighting, num_batches), ctx=self.ctx,
+                       dtype=dtype)
         for epoch in range(self.epoch, int(num_epochs)):
             start = time.time()
             if learning_rate_schedule is not None:
@@ -600,6 +607,7 @@ class BBBTrainer:
             "noise_sigma": self.loss.noise_sigma,
             "num_samples": self.num_samples,
             "kl_weighting": self.kl_weighting,
+            "kl_scale": self.kl_scale,
             "optimizer_params": {k: v for k, v in self.optimizer_params.items()
                                  if isinstance(v, (int, float, str, bool))},
             "parameter_names": self.posterior.names,
@@ -739,6 +747,19 @@ def _checked_learning_rate(value, epoch):
         raise ValueError(f"learning_rate_schedule({epoch}) returned {rate!r}; a learning rate must "
                          "be a finite positive number")
     return rate
+
+
+def _checked_kl_scale(value):
+    """``kl_scale`` as a float, or a ValueError naming the problem."""
+    if isinstance(value, bool):
+        raise ValueError(f"kl_scale must be a finite positive number, got {value!r}")
+    try:
+        scale = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"kl_scale must be a finite positive number, got {value!r}") from None
+    if not (math.isfinite(scale) and scale > 0):
+        raise ValueError(f"kl_scale must be a finite positive number, got {value!r}")
+    return scale
 
 
 def _initialisation_state(param):

@@ -156,7 +156,8 @@ def test_missing_gpu_is_a_one_line_error(capsys):
 
 
 @pytest.mark.parametrize("args", [[], ["train", "--hidden", "0"], ["train", "--epochs", "x"],
-                                  ["train", "--prior", "laplace"], ["fit"],
+                                  ["train", "--prior", "laplace"], ["train", "--kl-scale", "0"],
+                                  ["fit"],
                                   ["prune", "run", "--fractions", "1"],
                                   ["prune", "run", "--fractions", "-0.1"],
                                   ["prune", "run", "--method", "random"], ["plot"]])

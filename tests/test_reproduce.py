@@ -277,7 +277,7 @@ def test_folders_written_before_lr_decay_existed_still_resume(bbb_run, tmp_path)
     out = tmp_path / "old"
     shutil.copytree(bbb_run, out)
     config = _json(out / "config.json")
-    del config["lr_decay"]
+    del config["lr_decay"], config["kl_scale"]
     (out / "config.json").write_text(json.dumps(config))
     assert _reproduce("bbb-mixture-400", out, 3) == 0
     assert [r["epoch"] for r in _json(out / "result.json")["history"]] == [1, 2, 3]
@@ -285,6 +285,7 @@ def test_folders_written_before_lr_decay_existed_still_resume(bbb_run, tmp_path)
 
 @pytest.mark.parametrize("setting, message", [("lr_decay=1.5", "lr_decay must be a number in (0, 1]"),
                                               ("momentum=0.9", "bad setting 'momentum=0.9'"),
+                                              ("kl_scale=0", "kl_scale must be a positive number"),
                                               ("optimizer=rmsprop", "optimizer must be one of adam, sgd")])
 def test_bad_set_values_are_refused(setting, message, tmp_path, capsys):
     assert main(["reproduce", "bbb-mixture-400", "--epochs", "1", "--output-dir",

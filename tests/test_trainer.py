@@ -51,6 +51,26 @@ def test_training_reduces_loss_and_error(data, kl_weighting):
         assert record["loss"] == pytest.approx(record["nll"] + record["complexity"], rel=1e-4)
 
 
+def test_kl_scale_multiplies_the_complexity_cost_only():
+    """One batch per epoch: epoch 1 records the cost of the first sample, before any update."""
+    x, y = blobs(seed=5)
+    records = {}
+    for scale in (1.0, 0.25):
+        trainer = make_trainer(seed=3, kl_scale=scale)
+        loader = ArrayLoader(x[:64], y[:64], 64)
+        records[scale] = trainer.fit(loader, 1, progress=False)[0]
+    assert records[0.25]["nll"] == pytest.approx(records[1.0]["nll"], rel=1e-6)
+    assert records[0.25]["complexity"] == pytest.approx(0.25 * records[1.0]["complexity"], rel=1e-5)
+    assert records[0.25]["loss"] == pytest.approx(records[0.25]["nll"] + records[0.25]["complexity"],
+                                                  rel=1e-5)
+
+
+@pytest.mark.parametrize("value", [0, -1.0, float("nan"), float("inf"), "a lot", True, None])
+def test_bad_kl_scale_is_refused(value):
+    with pytest.raises(ValueError, match="kl_scale must be a finite positive number"):
+        make_trainer(kl_scale=value)
+
+
 def test_same_seed_gives_identical_losses(data):
     train_x, train_y = blobs(seed=3)
     runs = []
