@@ -72,7 +72,7 @@ from .priors import GaussianPrior, ScaleMixturePrior
 from .trainer import BBBTrainer, NonFiniteLossError
 
 __all__ = ["CONFIGS", "DESCRIPTIONS", "PAPER_TEST_ERROR", "PAPER_GRID", "SEARCH_KEYS",
-           "EXTRA_KEYS", "learning_rate_schedule",
+           "EXTRA_KEYS", "learning_rate_schedule", "describe",
            "get_config", "check_run_dir", "run", "report", "evaluate_run", "read_result",
            "results_table", "grid_settings", "sample_settings", "parse_setting", "search",
            "search_table", "machine_info"]
@@ -251,6 +251,15 @@ def _checked(key, value):
             raise ValueError(f"{key} must be one of {', '.join(CHOICES[key])}, got {value!r}")
         return value
     return value
+
+
+def describe(config):
+    """One line on a configuration: its :data:`DESCRIPTIONS` entry, then the overrides."""
+    text = DESCRIPTIONS[config["reproduce"]]
+    overrides = config.get("overrides") or {}
+    if overrides:
+        text += "; changed: " + ", ".join(f"{key}={value}" for key, value in sorted(overrides.items()))
+    return text
 
 
 def make_prior(config):
@@ -653,7 +662,7 @@ def run(config, epochs, output_dir, data_dir=None, ctx=None, mc_samples=MC_SAMPL
                        output_dir, runner.epoch, epochs)
     write_json(os.path.join(output_dir, CONFIG),
                 dict(config, epochs=int(epochs), data_dir=data_dir,
-                     description=DESCRIPTIONS[config["reproduce"]]))
+                     description=describe(config)))
     session = {"command": command, "started": _now(), "epochs_before": epochs_before,
                "epochs_requested": int(epochs), "machine": machine_info(ctx)}
     changed = "".join(f", {key}={value}" for key, value in sorted(config["overrides"].items()))

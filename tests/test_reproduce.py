@@ -77,6 +77,9 @@ def test_get_config_applies_and_checks_overrides():
     assert config["hidden"] == [16] and config["subset"] == 256
     assert config["overrides"] == {"hidden": [16], "subset": 256}  # seed 0 is the default
     assert config["reproduce"] == "bbb-mixture-400"
+    assert reproduce.describe(config) == (reproduce.DESCRIPTIONS["bbb-mixture-400"]
+                                          + "; changed: hidden=[16], subset=256")
+    assert reproduce.describe(reproduce.get_config("sgd-400")) == reproduce.DESCRIPTIONS["sgd-400"]
     with pytest.raises(ValueError, match="unknown configuration"):
         reproduce.get_config("bbb-mixture-401")
     with pytest.raises(ValueError, match="no hyperparameter 'dropout'"):
@@ -268,6 +271,7 @@ def test_learning_rate_decay_resumes_on_schedule(tmp_path):
     assert histories[0] == histories[1]
     config = _json(whole / "config.json")
     assert config["lr_decay"] == 0.5 and config["overrides"]["lr_decay"] == 0.5
+    assert config["description"].endswith("; changed: lr_decay=0.5")
     assert reproduce.learning_rate_schedule(config)(3) == pytest.approx(1e-3 / 8)
     assert reproduce.learning_rate_schedule(reproduce.get_config("bbb-mixture-400")) is None
 
