@@ -44,6 +44,7 @@ __all__ = [
     "read_idx",
     "find_data_dir",
     "preprocess",
+    "load_raw",
     "load_dataset",
     "load_splits",
     "ArrayLoader",
@@ -388,8 +389,24 @@ def _check_labels(labels, source):
                              f"outside 0..{NUM_CLASSES - 1}")
 
 
-def _load_raw(name, split, data_dir, download):
-    """Unpreprocessed split: (uint8 images (n, 28, 28), int32 labels (n,))."""
+def load_raw(name="mnist", split="train", data_dir=None, download=True):
+    """One split of MNIST or Fashion-MNIST as stored, before any preprocessing.
+
+    Parameters
+    ----------
+    name, split, data_dir, download
+        As for :func:`load_dataset`.
+
+    Returns
+    -------
+    images : numpy.ndarray of uint8, shape (n, 28, 28)
+    labels : numpy.ndarray of int32, shape (n,)
+
+    Raises
+    ------
+    ValueError, DataNotFoundError, IDXFormatError
+        As for :func:`load_dataset`.
+    """
     _check_name(name)
     _check_split(split)
     folder, searched = _search_data_dir(name, data_dir)
@@ -508,7 +525,7 @@ def load_dataset(name="mnist", split="train", data_dir=None, preprocessing="pape
         Malformed file, image/label count mismatch or label outside 0..9.
     """
     _check_preprocessing(preprocessing)
-    images, labels = _load_raw(name, split, data_dir, download)
+    images, labels = load_raw(name, split, data_dir, download)
     return _preprocess_for(name, images, preprocessing), labels
 
 
@@ -555,9 +572,9 @@ def load_splits(name="mnist", data_dir=None, preprocessing="paper", num_validati
     _check_preprocessing(preprocessing)
     if subset is not None:
         _check_count(subset, "subset", 1)
-    raw_train = _load_raw(name, "train", data_dir, download)
+    raw_train = load_raw(name, "train", data_dir, download)
     _check_count(num_validation, "num_validation", 0, len(raw_train[0]))
-    raw = {"test": _load_raw(name, "test", data_dir, download)}
+    raw = {"test": load_raw(name, "test", data_dir, download)}
     n_train = len(raw_train[0]) - num_validation
     raw["train"] = tuple(array[:n_train] for array in raw_train)
     if num_validation > 0:

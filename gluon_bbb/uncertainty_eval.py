@@ -126,16 +126,17 @@ def noise_images(num, dataset="mnist", preprocessing="paper", seed=0):
     check_int("num_noise", num)
     rng = np.random.default_rng(seed)
     pixels = rng.integers(0, 256, size=(num,) + data.IMAGE_SHAPE, dtype=np.uint8)
-    return data._preprocess_for(dataset, pixels, preprocessing)
+    return data.preprocess(pixels, preprocessing, *data.TRAIN_PIXEL_STATS[dataset])
 
 
 def _test_images(name, data_dir, config):
     """Test images of data set ``name``, preprocessed like the run's, and their labels."""
-    images, labels = data._load_raw(name, "test", data_dir, download=False)
+    images, labels = data.load_raw(name, "test", data_dir, download=False)
     subset = config.get("subset")
     if subset is not None:  # smoke runs
         images, labels = images[:subset], labels[:subset]
-    return data._preprocess_for(config["dataset"], images, config["preprocessing"]), labels
+    return data.preprocess(images, config["preprocessing"],
+                           *data.TRAIN_PIXEL_STATS[config["dataset"]]), labels
 
 
 def load_evaluation_sets(config, data_dir=None, ood_data_dir=None, num_noise=10000, seed=0):

@@ -367,6 +367,16 @@ def test_preprocess_errors():
         preprocess(np.zeros(5, np.uint8))
 
 
+def test_load_raw_returns_the_stored_pixels(isolated):
+    arrays = write_dataset(isolated / "d" / "fashion-mnist")
+    images, labels = gdata.load_raw("fashion-mnist", "test", data_dir=isolated / "d", download=False)
+    assert images.dtype == np.uint8 and images.shape == (5, 28, 28)
+    np.testing.assert_array_equal(images.reshape(5, -1), arrays["test"][0].reshape(5, -1))
+    np.testing.assert_array_equal(labels, arrays["test"][1])
+    with pytest.raises(gdata.DataNotFoundError):
+        gdata.load_raw("mnist", "test", data_dir=isolated / "d", download=False)
+
+
 def test_load_dataset_standardize_uses_training_constants(isolated):
     arrays = write_dataset(isolated / "mnist")
     X, _ = load_dataset("mnist", "test", data_dir=isolated,

@@ -25,7 +25,7 @@ RESULT_KEYS = {"config", "method", "hyperparameters", "overrides", "protocol", "
 def _read_mnist_once():
     """Parse the IDX files once for the whole module (each parse takes seconds)."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(data, "_load_raw", functools.lru_cache(maxsize=None)(data._load_raw))
+        patch.setattr(data, "load_raw", functools.lru_cache(maxsize=None)(data.load_raw))
         yield
 
 
