@@ -838,18 +838,24 @@ def read_result(run_dir):
 
 
 def results_table(results):
-    """A markdown table (Table 1 layout) of :func:`report` results."""
-    lines = ["| configuration | units/layer | # weights | epochs | best epoch | validation error "
-             "| test error (mean) | test error (MC) | paper |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    """A markdown table (Table 1 layout) of :func:`report` results.
+
+    The 'changed' column lists each run's overrides of its configuration (``--set`` and the
+    like), so that runs of one configuration stay apart.
+    """
+    lines = ["| configuration | changed | units/layer | # weights | epochs | best epoch "
+             "| validation error | test error (mean) | test error (MC) | paper |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for result in results:
         hidden = result["hyperparameters"]["hidden"]
         mc, paper = result["test_error_mc"], result.get("paper_test_error")
         mc_cell = "-" if mc is None else f"{100 * mc:.2f}% ({result['mc_samples']} samples)"
         paper_cell = "-" if paper is None else f"{paper:.2f}%"
+        overrides = result.get("overrides") or {}
+        changed = ", ".join(f"{key}={value}" for key, value in sorted(overrides.items())) or "-"
         lines.append(
-            f"| {result['config']} | {'x'.join(map(str, hidden))} | {result['num_weights']:,} | "
-            f"{result['epochs_run']} | {result['best_epoch']} | "
+            f"| {result['config']} | {changed} | {'x'.join(map(str, hidden))} | "
+            f"{result['num_weights']:,} | {result['epochs_run']} | {result['best_epoch']} | "
             f"{100 * result['validation_error']:.2f}% | {100 * result['test_error_mean']:.2f}% | "
             f"{mc_cell} | {paper_cell} |")
     return "\n".join(lines) + "\n"

@@ -90,6 +90,21 @@ def test_get_config_applies_and_checks_overrides():
         reproduce.get_config("bbb-mixture-400", pi=1.0)
 
 
+def test_results_table_names_each_runs_changes():
+    base = {"config": "bbb-mixture-400", "hyperparameters": {"hidden": [400, 400]},
+            "num_weights": 478410, "epochs_run": 30, "best_epoch": 14, "validation_error": 0.0153,
+            "test_error_mean": 0.0162, "test_error_mc": 0.018, "mc_samples": 10,
+            "paper_test_error": 1.36}
+    table = reproduce.results_table([dict(base, overrides={}),
+                                     dict(base, overrides={"num_samples": 2, "lr_decay": 0.97},
+                                          test_error_mc=None)]).splitlines()
+    assert table[0].startswith("| configuration | changed |") and len(table) == 4
+    assert table[2] == ("| bbb-mixture-400 | - | 400x400 | 478,410 | 30 | 14 | 1.53% | 1.62% "
+                        "| 1.80% (10 samples) | 1.36% |")
+    assert table[3].startswith("| bbb-mixture-400 | lr_decay=0.97, num_samples=2 | 400x400 |")
+    assert table[3].endswith("| 1.62% | - | 1.36% |")
+
+
 def test_grid_and_seeded_sample():
     grid = reproduce.grid_settings()
     assert len(grid) == 3 * 4 * 3 * 3 * 3
