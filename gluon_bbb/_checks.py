@@ -1,7 +1,8 @@
 """Argument checks shared by the modules, so every user-facing error reads the same."""
+import math
 import numbers
 
-__all__ = ["check_int"]
+__all__ = ["check_int", "check_positive"]
 
 
 def check_int(name, value, minimum=1):
@@ -22,3 +23,23 @@ def check_int(name, value, minimum=1):
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
+
+
+def check_positive(name, value):
+    """``value`` as a finite ``float`` > 0, or a ValueError that names the argument.
+
+    Parameters
+    ----------
+    name : str
+        The argument's name, for the message.
+    value : object
+        Must be a real number (Python or NumPy, not ``bool``), finite and positive.
+
+    Returns
+    -------
+    float
+    """
+    if (isinstance(value, bool) or not isinstance(value, numbers.Real)
+            or not (math.isfinite(value) and value > 0)):
+        raise ValueError(f"{name} must be a finite positive number, got {value!r}")
+    return float(value)

@@ -253,13 +253,15 @@ def _checked(key, value):
     return value
 
 
+def _changes(overrides):
+    """``key=value, ...`` for a configuration's overrides, sorted; '' when there are none."""
+    return ", ".join(f"{key}={value}" for key, value in sorted((overrides or {}).items()))
+
+
 def describe(config):
     """One line on a configuration: its :data:`DESCRIPTIONS` entry, then the overrides."""
-    text = DESCRIPTIONS[config["reproduce"]]
-    overrides = config.get("overrides") or {}
-    if overrides:
-        text += "; changed: " + ", ".join(f"{key}={value}" for key, value in sorted(overrides.items()))
-    return text
+    changes = _changes(config.get("overrides"))
+    return DESCRIPTIONS[config["reproduce"]] + (f"; changed: {changes}" if changes else "")
 
 
 def make_prior(config):
@@ -665,9 +667,9 @@ def run(config, epochs, output_dir, data_dir=None, ctx=None, mc_samples=MC_SAMPL
                      description=describe(config)))
     session = {"command": command, "started": _now(), "epochs_before": epochs_before,
                "epochs_requested": int(epochs), "machine": machine_info(ctx)}
-    changed = "".join(f", {key}={value}" for key, value in sorted(config["overrides"].items()))
-    logger.info("start: %s%s to epoch %d on %s; run folder %s", config["reproduce"], changed,
-                epochs, ctx, output_dir)
+    changed = _changes(config["overrides"])
+    logger.info("start: %s%s to epoch %d on %s; run folder %s", config["reproduce"],
+                f" ({changed})" if changed else "", epochs, ctx, output_dir)
     try:
         runner.fit(loaders["train"], loaders["validation"], epochs, output_dir, progress)
         session["fused"] = runner.fused()
@@ -851,8 +853,7 @@ def results_table(results):
         mc, paper = result["test_error_mc"], result.get("paper_test_error")
         mc_cell = "-" if mc is None else f"{100 * mc:.2f}% ({result['mc_samples']} samples)"
         paper_cell = "-" if paper is None else f"{paper:.2f}%"
-        overrides = result.get("overrides") or {}
-        changed = ", ".join(f"{key}={value}" for key, value in sorted(overrides.items())) or "-"
+        changed = _changes(result.get("overrides")) or "-"
         lines.append(
             f"| {result['config']} | {changed} | {'x'.join(map(str, hidden))} | "
             f"{result['num_weights']:,} | {result['epochs_run']} | {result['best_epoch']} | "

@@ -25,7 +25,7 @@ import mxnet as mx
 from mxnet import autograd, gluon, nd
 from tqdm import tqdm
 
-from ._checks import check_int
+from ._checks import check_int, check_positive
 from .checkpoint import load_trainer_states, read_checkpoint, trainer_states, write_checkpoint
 from .context import resolve_context
 from ._math import softplus
@@ -121,7 +121,7 @@ class BBBTrainer:
             raise TypeError(f"loss must be a gluon_bbb.BBBLoss, got {type(loss).__name__}")
         check_int("num_samples", num_samples)
         kl_weights(kl_weighting, 1)  # validates the scheme name
-        self.kl_scale = _checked_kl_scale(kl_scale)
+        self.kl_scale = check_positive("kl_scale", kl_scale)
         self.net, self.loss = net, loss
         self.ctx = resolve_context(ctx)
         self.optimizer = optimizer
@@ -747,19 +747,6 @@ def _checked_learning_rate(value, epoch):
         raise ValueError(f"learning_rate_schedule({epoch}) returned {rate!r}; a learning rate must "
                          "be a finite positive number")
     return rate
-
-
-def _checked_kl_scale(value):
-    """``kl_scale`` as a float, or a ValueError naming the problem."""
-    if isinstance(value, bool):
-        raise ValueError(f"kl_scale must be a finite positive number, got {value!r}")
-    try:
-        scale = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"kl_scale must be a finite positive number, got {value!r}") from None
-    if not (math.isfinite(scale) and scale > 0):
-        raise ValueError(f"kl_scale must be a finite positive number, got {value!r}")
-    return scale
 
 
 def _initialisation_state(param):

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from gluon_bbb._checks import check_int
+from gluon_bbb._checks import check_int, check_positive
 
 
 def test_check_int_accepts_python_and_numpy_integers():
@@ -14,3 +14,14 @@ def test_check_int_accepts_python_and_numpy_integers():
 def test_check_int_names_the_argument(value):
     with pytest.raises(ValueError, match=r"num_epochs must be an integer >= 1, got "):
         check_int("num_epochs", value)
+
+
+def test_check_positive_accepts_finite_positive_reals():
+    assert check_positive("kl_scale", 0.25) == 0.25 and type(check_positive("x", np.float32(2))) is float
+    assert check_positive("x", 3) == 3.0
+
+
+@pytest.mark.parametrize("value", [0, -0.5, float("nan"), float("inf"), True, "1", None])
+def test_check_positive_names_the_argument(value):
+    with pytest.raises(ValueError, match=r"kl_scale must be a finite positive number, got "):
+        check_positive("kl_scale", value)
