@@ -410,7 +410,8 @@ def train_command(args):
         logger.info("start: %s, hidden %s, %s prior, to epoch %d on %s; run folder %s",
                     args.dataset, args.hidden, args.prior, args.epochs, ctx, out)
         eval_split = "validation" if "validation" in loaders else "test"
-        trainer.fit(loaders["train"], args.epochs, eval_data=loaders[eval_split],
+        train_data = data.EpochShuffled(loaders["train"], args.seed, lambda: trainer.epoch)
+        trainer.fit(train_data, args.epochs, eval_data=loaders[eval_split],
                     checkpoint_path=checkpoint, progress=not args.no_progress)
         metrics = {
             "config": config,

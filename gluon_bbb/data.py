@@ -48,6 +48,7 @@ __all__ = [
     "load_dataset",
     "load_splits",
     "ArrayLoader",
+    "EpochShuffled",
     "get_loaders",
 ]
 
@@ -671,6 +672,16 @@ class ArrayLoader:
             return self.num_examples // self.batch_size
         return -(-self.num_examples // self.batch_size)
 
+    def reseed(self, seed):
+        """Restart the generator of the permutations from ``seed``.
+
+        Parameters
+        ----------
+        seed : int or sequence of int
+            Anything ``numpy.random.default_rng`` accepts, e.g. ``[run_seed, epoch]``.
+        """
+        self._rng = np.random.default_rng(seed)
+
     def __iter__(self):
         bounds = [(start, min(start + self.batch_size, self.num_examples))
                   for start in range(0, len(self) * self.batch_size, self.batch_size)]
@@ -688,6 +699,40 @@ class ArrayLoader:
         return (f"{type(self).__name__}(num_examples={self.num_examples}, "
                 f"batch_size={self.batch_size}, shuffle={self.shuffle}, "
                 f"last_batch={self.last_batch!r}, ctx={self.ctx})")
+
+
+class EpochShuffled:
+    """A shuffling loader whose order depends only on (seed, epoch).
+
+    Before each pass it reseeds ``loader`` from ``[seed, epoch_of()]``, so a run resumed
+    at epoch e sees the same minibatches as an uninterrupted one.
+
+    Parameters
+    ----------
+    loader : ArrayLoader
+        Any loader with a ``reseed(seed)`` method.
+    seed : int
+        The run's seed.
+    epoch_of : callable
+        ``epoch_of() -> int``, the number of the epoch about to run (from 0), e.g.
+        ``lambda: trainer.epoch``.
+    """
+
+    def __init__(self, loader, seed, epoch_of):
+        if not callable(getattr(loader, "reseed", None)):
+            raise TypeError(f"EpochShuffled needs a loader with a reseed(seed) method, "
+                            f"got {type(loader).__name__}")
+        self.loader, self.seed, self.epoch_of = loader, int(seed), epoch_of
+
+    def __len__(self):
+        return len(self.loader)
+
+    def __iter__(self):
+        self.loader.reseed([self.seed, int(self.epoch_of())])
+        return iter(self.loader)
+
+    def __getattr__(self, name):
+        return getattr(self.loader, name)
 
 
 def get_loaders(name="mnist", batch_size=128, data_dir=None, preprocessing="paper",

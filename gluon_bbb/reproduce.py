@@ -350,24 +350,6 @@ def check_run_dir(run_dir, config):
 
 
 # ---------------------------------------------------------------------------- data
-class _EpochShuffled:
-    """A training loader whose order depends only on (seed, epoch), so a resumed run sees the
-    same minibatches as an uninterrupted one. ``epoch_of()`` gives the epoch about to run."""
-
-    def __init__(self, loader, seed, epoch_of):
-        self.loader, self.seed, self.epoch_of = loader, int(seed), epoch_of
-
-    def __len__(self):
-        return len(self.loader)
-
-    def __iter__(self):
-        self.loader._rng = np.random.default_rng([self.seed, int(self.epoch_of())])
-        return iter(self.loader)
-
-    def __getattr__(self, name):
-        return getattr(self.loader, name)
-
-
 def _loaders(config, data_dir, ctx):
     return data.get_loaders(config["dataset"], batch_size=config["batch_size"], data_dir=data_dir,
                             preprocessing=config["preprocessing"],
@@ -439,7 +421,7 @@ class _BBBRun:
                         record["epoch"], 100 * record["test_error"],
                         100 * best["validation_error"], best["epoch"], record["seconds"])
 
-        shuffled = _EpochShuffled(train, self.config["seed"], lambda: self.trainer.epoch)
+        shuffled = data.EpochShuffled(train, self.config["seed"], lambda: self.trainer.epoch)
         self.trainer.fit(shuffled, epochs, eval_data=validation,
                          checkpoint_path=os.path.join(run_dir, files["checkpoint"]),
                          progress=progress, epoch_callback=on_epoch,
@@ -530,7 +512,7 @@ class _DeterministicRun:
 
     def fit(self, train, validation, epochs, run_dir, progress):
         files = FILES["deterministic"]
-        shuffled = _EpochShuffled(train, self.seed, lambda: self.epoch)
+        shuffled = data.EpochShuffled(train, self.seed, lambda: self.epoch)
         num_batches = len(shuffled)
         for epoch in range(self.epoch, int(epochs)):
             start = time.time()

@@ -12,6 +12,7 @@ from gluon_bbb import data as gdata
 from gluon_bbb.data import (
     ArrayLoader,
     DataNotFoundError,
+    EpochShuffled,
     IDXFormatError,
     find_data_dir,
     load_dataset,
@@ -468,6 +469,40 @@ def test_array_loader_same_seed_same_order():
         np.testing.assert_array_equal(l1, l2)
     other = epoch(ArrayLoader(X, y, 4, shuffle=True, seed=8))
     assert not all(np.array_equal(a[1], b[1]) for a, b in zip(first[0], other))
+
+
+def _labels(loader):
+    return np.concatenate([label for _, label in epoch(loader)]).astype(int)
+
+
+def test_reseed_restarts_the_permutations():
+    X, y = toy_arrays()
+    loader = ArrayLoader(X, y, 4, shuffle=True, seed=3)
+    first, second = _labels(loader), _labels(loader)
+    loader.reseed(3)
+    np.testing.assert_array_equal(_labels(loader), first)
+    np.testing.assert_array_equal(_labels(loader), second)
+    loader.reseed([3, 1])  # a sequence seed, as EpochShuffled uses
+    np.testing.assert_array_equal(_labels(loader), np.random.default_rng([3, 1]).permutation(23))
+
+
+def test_epoch_shuffled_order_depends_only_on_seed_and_epoch():
+    X, y = toy_arrays()
+    current = {"epoch": 0}
+    straight = EpochShuffled(ArrayLoader(X, y, 4, shuffle=True), 5, lambda: current["epoch"])
+    orders = []
+    for current["epoch"] in range(3):
+        orders.append(_labels(straight))
+    assert not np.array_equal(orders[1], orders[2])
+    # A fresh loader (as after a restart) at epoch 2 repeats epoch 2, whatever its own seed.
+    resumed = EpochShuffled(ArrayLoader(X, y, 4, shuffle=True, seed=99), 5, lambda: 2)
+    np.testing.assert_array_equal(_labels(resumed), orders[2])
+    assert len(resumed) == 6 and resumed.num_examples == 23
+
+
+def test_epoch_shuffled_needs_a_reseedable_loader():
+    with pytest.raises(TypeError, match="reseed"):
+        EpochShuffled([(1, 2)], 0, lambda: 0)
 
 
 def test_array_loader_unshuffled_in_order():
