@@ -748,9 +748,15 @@ def report(run_dir, mc_samples=MC_SAMPLES, data_dir=None, ctx=None, command=None
     start = time.time()
     config = read_run_config(run_dir)
     ctx = resolve_context(ctx)
-    metadata = _checkpoint_metadata(os.path.join(run_dir, FILES[_kind(config)]["checkpoint"]))
+    files = FILES[_kind(config)]
+    metadata = _checkpoint_metadata(os.path.join(run_dir, files["checkpoint"]))
     history = [_renamed(record) for record in metadata.get("history", [])]
     best = _best_of(metadata.get("history", []))
+    if best is None and not metadata and os.path.isfile(os.path.join(run_dir, files["best"])):
+        raise FileNotFoundError(
+            f"{run_dir} has {files['best']} but no {files['checkpoint']}, whose history the "
+            "report needs (committed results keep only the best epoch); 'gluon-bbb evaluate "
+            f"{run_dir}' measures the best epoch's test error again")
     if best is None:
         raise FileNotFoundError(f"{run_dir} has no completed epoch yet: nothing to report")
     evaluation = evaluate_run(run_dir, mc_samples=mc_samples, data_dir=data_dir, ctx=ctx)
@@ -777,7 +783,7 @@ def report(run_dir, mc_samples=MC_SAMPLES, data_dir=None, ctx=None, command=None
     result = {
         "config": config["reproduce"],
         "method": config["method"],
-        "description": config.get("description"),
+        "description": describe(config),  # not config.json's: that may predate the overrides
         "hyperparameters": _hyperparameters(config),
         "overrides": config.get("overrides", {}),
         "protocol": {

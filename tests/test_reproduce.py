@@ -292,6 +292,31 @@ def test_learning_rate_decay_resumes_on_schedule(tmp_path):
 
 
 @needs_mnist
+def test_report_describes_the_run_from_its_configuration(bbb_run, tmp_path):
+    """A folder whose config.json carries an old description (written before the overrides
+    were named) gets a current one in its report."""
+    out = tmp_path / "stale"
+    shutil.copytree(bbb_run, out)
+    config = _json(out / "config.json")
+    config["description"] = "an outdated description"
+    (out / "config.json").write_text(json.dumps(config))
+    result = reproduce.report(str(out))
+    assert result["description"] == reproduce.describe(config)
+    assert result["description"].startswith(reproduce.DESCRIPTIONS[config["reproduce"]])
+
+
+@needs_mnist
+def test_report_of_a_folder_with_only_the_best_checkpoint_says_so(bbb_run, tmp_path, capsys):
+    out = tmp_path / "committed"
+    shutil.copytree(bbb_run, out)
+    (out / "checkpoint.bbb").unlink()
+    with pytest.raises(FileNotFoundError, match="best.bbb but no checkpoint.bbb"):
+        reproduce.report(str(out))
+    assert main(["evaluate", str(out)]) == 0  # the suggested command works
+    assert "test error" in capsys.readouterr().out
+
+
+@needs_mnist
 def test_folders_written_before_lr_decay_existed_still_resume(bbb_run, tmp_path):
     out = tmp_path / "old"
     shutil.copytree(bbb_run, out)
