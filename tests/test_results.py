@@ -11,20 +11,21 @@ from gluon_bbb.cli import main
 
 RESULTS = pathlib.Path(__file__).resolve().parent.parent / "results"
 HEADLINE_RUNS = ["bbb-mixture-400-ls8", "bbb-mixture-400-s2", "bbb-mixture-400-lrdecay",
-                 "bbb-gaussian-400-lrdecay", "bbb-mixture-400", "bbb-gaussian-400"]
+                 "bbb-gaussian-400-lrdecay", "bbb-mixture-400", "bbb-gaussian-400",
+                 "fashion-bbb-mixture-400-kl0.1"]
 
 
-def _data_or_skip():
+def _data_or_skip(dataset="mnist"):
     try:
-        data.find_data_dir("mnist")
+        data.find_data_dir(dataset)
     except data.DataNotFoundError as error:
-        pytest.skip(f"real MNIST not available: {error}")
+        pytest.skip(f"real {dataset} not available: {error}")
 
 
 @pytest.mark.parametrize("name", HEADLINE_RUNS)
 def test_committed_checkpoint_reproduces_its_recorded_test_error(name):
-    _data_or_skip()
     run_dir = RESULTS / name
+    _data_or_skip(json.loads((run_dir / "config.json").read_text())["dataset"])
     recorded = json.loads((run_dir / "result.json").read_text())
     measured = reproduce.evaluate_run(str(run_dir), mc_samples=recorded["mc_samples"])
     assert measured["best_epoch"] == recorded["best_epoch"]
