@@ -691,7 +691,7 @@ def plot_command(args):
                              f"'{PROG} prune' again") from None
         cutoffs = sorted({row["fraction"] for row in rows if 0 < row["fraction"] < 1}) or None
     mu, _ = pruning.posterior_parameters(trainer)
-    figures["training"] = plots.training_curves(trainer.history)
+    figures["training"] = plots.training_curves(_run_history(args.run_dir, config, trainer))
     figures["snr"] = plots.log_snr_density(pruning.signal_to_noise(trainer), cutoffs=cutoffs)
     figures["weights"] = plots.weight_densities({
         "posterior sample": pruning.sample_weights(trainer, 1, seed=config["seed"]),
@@ -702,6 +702,17 @@ def plot_command(args):
         _save_figure(figure, path)
         print(path)
     return 0
+
+
+def _run_history(run_dir, config, trainer):
+    """The per-epoch history to plot: for a ``reproduce`` folder the whole run from its
+    ``result.json`` (the best checkpoint stops at the best epoch), with the evaluated split
+    named 'validation_error'; otherwise the trainer's."""
+    if "reproduce" not in config:
+        return trainer.history
+    if os.path.isfile(os.path.join(run_dir, reproduce.RESULT)):
+        return reproduce.read_result(run_dir)["history"]
+    return [reproduce.renamed_record(record) for record in trainer.history]
 
 
 def _save_figure(figure, path):

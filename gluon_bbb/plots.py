@@ -143,7 +143,7 @@ def image_grid(images, labels, class_names=None, rows=3, cols=3, predictions=Non
 
 # ---------------------------------------------------------------------------- training
 LOSS_KEYS = ("loss", "nll", "complexity")
-ERROR_KEYS = ("train_error", "test_error")
+ERROR_KEYS = ("train_error", "validation_error", "test_error")
 
 
 def training_curves(history, label=None, axes=None):
@@ -154,7 +154,8 @@ def training_curves(history, label=None, axes=None):
     history : list of dict
         :attr:`BBBTrainer.history` or the history of
         :func:`gluon_bbb.baselines.train_deterministic`. The keys present among 'loss', 'nll',
-        'complexity' are drawn on the left, 'train_error' and 'test_error' (in %) on the right.
+        'complexity' are drawn on the left, 'train_error', 'validation_error' and 'test_error'
+        (in %) on the right.
     label : str, optional
         Prefix of the legend entries, to compare several runs on the same ``axes``.
     axes : pair of matplotlib Axes, optional

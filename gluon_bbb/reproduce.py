@@ -74,8 +74,8 @@ from .trainer import BBBTrainer, NonFiniteLossError
 __all__ = ["CONFIGS", "DESCRIPTIONS", "PAPER_TEST_ERROR", "PAPER_GRID", "SEARCH_KEYS",
            "EXTRA_KEYS", "learning_rate_schedule", "describe",
            "get_config", "check_run_dir", "run", "report", "evaluate_run", "read_result",
-           "results_table", "grid_settings", "sample_settings", "parse_setting", "search",
-           "search_table", "machine_info"]
+           "results_table", "renamed_record", "grid_settings", "sample_settings",
+           "parse_setting", "search", "search_table", "machine_info"]
 
 logger = logging.getLogger(__name__)
 
@@ -750,7 +750,7 @@ def report(run_dir, mc_samples=MC_SAMPLES, data_dir=None, ctx=None, command=None
     ctx = resolve_context(ctx)
     files = FILES[_kind(config)]
     metadata = _checkpoint_metadata(os.path.join(run_dir, files["checkpoint"]))
-    history = [_renamed(record) for record in metadata.get("history", [])]
+    history = [renamed_record(record) for record in metadata.get("history", [])]
     best = _best_of(metadata.get("history", []))
     if best is None and not metadata and os.path.isfile(os.path.join(run_dir, files["best"])):
         raise FileNotFoundError(
@@ -850,8 +850,9 @@ def results_table(results):
     return "\n".join(lines) + "\n"
 
 
-def _renamed(record):
-    """A history record with the evaluation split named for what it is."""
+def renamed_record(record):
+    """A :attr:`BBBTrainer.history` record of a reproduce run with its evaluated split named
+    for what it is: 'test_error' becomes 'validation_error'."""
     record = dict(record)
     if "test_error" in record:
         record["validation_error"] = record.pop("test_error")

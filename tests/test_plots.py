@@ -63,6 +63,14 @@ def test_image_grid_marks_wrong_predictions_in_red():
     assert red == [False, True, False, True]
 
 
+def test_training_curves_name_the_validation_split():
+    history = [{k.replace("test_error", "validation_error"): v for k, v in r.items()}
+               for r in BBB_HISTORY]
+    figure = plots.training_curves(history)
+    assert labels_of(figure.axes[1]) == ["train_error", "validation_error"]
+    np.testing.assert_allclose(figure.axes[1].lines[1].get_ydata(), [25.0, 15.0])
+
+
 def test_training_curves_draw_each_key_that_is_present():
     figure = plots.training_curves(BBB_HISTORY)
     loss_ax, error_ax = figure.axes

@@ -164,6 +164,31 @@ def test_prune_uses_the_best_epoch_of_a_reproduce_run(bbb_run, tmp_path, capsys)
 
 
 @needs_mnist
+def test_plot_of_a_reproduce_run_draws_the_whole_run_as_validation_error(bbb_run, tmp_path,
+                                                                         monkeypatch):
+    """The learning curves of a reproduce folder are those of every epoch (result.json), not
+    only up to the best one (best.bbb), and the evaluated split is called validation."""
+    from gluon_bbb import plots
+    drawn = []
+    original = plots.training_curves
+    monkeypatch.setattr(plots, "training_curves",
+                        lambda history, **kw: drawn.append(history) or original(history, **kw))
+    run = tmp_path / "bbb"
+    shutil.copytree(bbb_run, run)
+    assert main(["plot", str(run)]) == 0
+    assert (run / "training_curves.png").stat().st_size > 0
+    assert drawn[-1] == _json(run / "result.json")["history"]
+    assert [r["epoch"] for r in drawn[-1]] == [1, 2]
+    # without result.json: the best checkpoint's history, its split renamed
+    (run / "result.json").unlink()
+    assert main(["plot", str(run)]) == 0
+    best = _metadata(run / "best.bbb")["history"]
+    assert len(drawn[-1]) == len(best)
+    assert all("test_error" not in r and r["validation_error"] == b["test_error"]
+               for r, b in zip(drawn[-1], best))
+
+
+@needs_mnist
 def test_interrupted_run_resumes_as_if_uninterrupted(bbb_run, tmp_path):
     out = tmp_path / "bbb"
     assert _reproduce("bbb-mixture-400", out, 1) == 0
