@@ -488,10 +488,17 @@ class _DeterministicRun:
         self.best = metadata["best"]
 
     def load_best(self, run_dir):
-        self.net.load_parameters(os.path.join(run_dir, FILES["deterministic"]["best"]),
-                                 ctx=self.ctx)
-        metadata = _checkpoint_metadata(os.path.join(run_dir, FILES["deterministic"]["checkpoint"]))
-        return int(metadata["best"]["epoch"])
+        """Load ``best.params``; returns its epoch, from the per-epoch checkpoint or, in a
+        committed folder that keeps only the best parameters, from ``result.json``."""
+        files = FILES["deterministic"]
+        self.net.load_parameters(os.path.join(run_dir, files["best"]), ctx=self.ctx)
+        metadata = _checkpoint_metadata(os.path.join(run_dir, files["checkpoint"]))
+        if "best" in metadata:
+            return int(metadata["best"]["epoch"])
+        if os.path.isfile(os.path.join(run_dir, RESULT)):
+            return int(read_result(run_dir)["best_epoch"])
+        raise FileNotFoundError(f"{run_dir} has {files['best']} but neither {files['checkpoint']} "
+                                f"nor {RESULT}, so the epoch it holds is unknown")
 
     def restore_best(self, run_dir, best):
         if best["epoch"] == self.epoch:  # a crash may have come between the two writes

@@ -242,6 +242,17 @@ def test_deterministic_baseline_resumes(tmp_path, capsys):
     assert main(["evaluate", str(resumed)]) == 0
     assert capsys.readouterr().out.strip().endswith(
         f"test error: {100 * result['test_error_mean']:.2f}% (deterministic network)")
+    # a committed folder keeps best.params but not the per-epoch checkpoint: result.json
+    # names the epoch
+    (resumed / "checkpoint.ckpt").unlink()
+    evaluation = reproduce.evaluate_run(str(resumed))
+    assert evaluation["best_epoch"] == result["best_epoch"]
+    assert evaluation["test_error_mean"] == result["test_error_mean"]
+    (resumed / "result.json").unlink()
+    assert main(["evaluate", str(resumed)]) == 2
+    error = capsys.readouterr().err
+    assert "best.params but neither checkpoint.ckpt nor result.json" in error
+    assert "Traceback" not in error
 
 
 @needs_mnist
