@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gluon_bbb import data, reproduce
+from gluon_bbb import data, plots, reproduce
 from gluon_bbb.cli import main
 from synthetic import needs_mnist, require_mnist
 
@@ -168,11 +168,13 @@ def test_plot_of_a_reproduce_run_draws_the_whole_run_as_validation_error(bbb_run
                                                                          monkeypatch):
     """The learning curves of a reproduce folder are those of every epoch (result.json), not
     only up to the best one (best.bbb), and the evaluated split is called validation."""
-    from gluon_bbb import plots
-    drawn = []
-    original = plots.training_curves
-    monkeypatch.setattr(plots, "training_curves",
-                        lambda history, **kw: drawn.append(history) or original(history, **kw))
+    drawn, original = [], plots.training_curves
+
+    def recording(history, **kwargs):
+        drawn.append(history)
+        return original(history, **kwargs)
+
+    monkeypatch.setattr(plots, "training_curves", recording)
     run = tmp_path / "bbb"
     shutil.copytree(bbb_run, run)
     assert main(["plot", str(run)]) == 0
