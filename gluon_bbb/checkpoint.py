@@ -1,25 +1,100 @@
-"""Atomic, single-file checkpoints: a zip of MXNet arrays, optimizer state and JSON metadata."""
+"""Checkpoint files that are safe to receive from a stranger, and atomic, durable writes.
+
+A checkpoint is a zip archive (entries stored uncompressed) of:
+
+``metadata.json``
+    Strict JSON: the trainer's settings and history (whatever the caller stores), plus
+    ``"format": 2`` and ``"payloads"``, which describes every binary entry: its size, its
+    SHA-256 and the arrays it holds, as ``[name, dtype, shape]`` in storage order.
+``arrays.bin``
+    The network's arrays (mu, rho, running statistics), raw little-endian values, C order,
+    one after another.
+``optimizer.bin`` (optional)
+    The optimizer's arrays (Adam's moments, SGD's momentum), laid out the same way; its
+    payload entry also carries the optimizer's JSON state (see
+    :mod:`gluon_bbb.optimizer_state`).
+
+Reading distrusts the file: before an entry is inflated, its declared size must equal what
+its manifest needs (and, where the caller says which arrays it expects, what the network
+needs), so a zip bomb is refused unread; its SHA-256 must match; names, dtypes and shapes
+must be well formed. Nothing is unpickled and no MXNet parser sees the bytes. Any problem is
+one :class:`CheckpointError` (a ValueError) that names the file and what is wrong.
+
+Files of format 1 (gluon_bbb 0.1 before this format) keep loading: their arrays are MXNet's
+NDArray file (read by :mod:`gluon_bbb.ndfile`) and their optimizer state a pickle written by
+``gluon.Trainer.save_states``, which is skipped with a warning unless the caller passes
+``trust_pickled_state=True`` (unpickling runs code from the file).
+"""
+import collections
+import hashlib
 import io
 import json
+import logging
 import math
 import os
+import struct
 import tempfile
 import zipfile
+import zlib
 
+import numpy as np
+import mxnet as mx
 from mxnet import nd
 
-__all__ = ["atomic_write_bytes", "write_json", "write_checkpoint", "read_checkpoint", "trainer_states", "load_trainer_states"]
+from . import ndfile
+
+__all__ = ["FORMAT", "CheckpointError", "StoredCheckpoint", "atomic_write_bytes", "write_json",
+           "read_json", "write_checkpoint", "read_checkpoint", "read_metadata", "checked_field",
+           "save_parameter_file", "load_parameter_file", "remove_stale_temporary_files"]
+
+logger = logging.getLogger(__name__)
+
+#: The format :func:`write_checkpoint` writes; :func:`read_checkpoint` also reads format 1.
+FORMAT = 2
+METADATA = "metadata.json"
+ARRAYS = "arrays.bin"
+OPTIMIZER = "optimizer.bin"
+LEGACY_ARRAYS = "arrays.nd"
+LEGACY_OPTIMIZER = "optimizer.states"
+#: Largest metadata.json (or other JSON file) read, in bytes.
+MAX_JSON_BYTES = 64 * 2**20
+#: Largest payload read when the caller does not say which arrays it expects, in bytes.
+MAX_PAYLOAD_BYTES = 8 * 2**30
+#: dtypes a payload may hold.
+DTYPES = ("float16", "float32", "float64", "uint8", "int8", "int32", "int64")
+#: Bytes an NDArray file (format 1) may spend on headers and names beyond the values.
+_LEGACY_OVERHEAD = 64 * 2**10
+
+StoredCheckpoint = collections.namedtuple(
+    "StoredCheckpoint", ["arrays", "metadata", "optimizer", "pickled_optimizer"])
+StoredCheckpoint.__doc__ = """What :func:`read_checkpoint` returns.
+
+arrays : dict of str -> numpy.ndarray
+metadata : dict, metadata.json without its 'payloads'
+optimizer : (dict, dict of str -> numpy.ndarray) or None
+    The optimizer's JSON state and arrays, if asked for and stored.
+pickled_optimizer : bytes or None
+    A format-1 file's pickled optimizer state, only with ``trust_pickled_state=True``.
+"""
 
 
+class CheckpointError(ValueError):
+    """A checkpoint or run-folder file that cannot be used; the message names the file."""
+
+
+# ---------------------------------------------------------------------------- writing
 def atomic_write_bytes(path, payload):
-    """Write ``payload`` to ``path`` via a temporary file in the same folder and a rename.
+    """Write ``payload`` to ``path`` durably, via a temporary file in the same folder.
 
-    A crash mid-write leaves the previous file (or none), never a truncated one.
+    The temporary file is flushed and fsynced, renamed over ``path``, and the folder is
+    fsynced, so that the rename itself survives a power cut. A crash at any moment leaves the
+    previous file (or none), never a truncated one.
     """
     path = os.path.abspath(os.fspath(path))
     folder = os.path.dirname(path)
     os.makedirs(folder, exist_ok=True)
-    handle, tmp_path = tempfile.mkstemp(dir=folder, prefix=os.path.basename(path) + ".", suffix=".tmp")
+    handle, tmp_path = tempfile.mkstemp(dir=folder, prefix=os.path.basename(path) + ".",
+                                        suffix=TEMPORARY_SUFFIX)
     try:
         with os.fdopen(handle, "wb") as tmp:
             tmp.write(payload)
@@ -30,6 +105,40 @@ def atomic_write_bytes(path, payload):
         if os.path.exists(tmp_path):
             os.remove(tmp_path)
         raise
+    _fsync_folder(folder)
+
+
+#: How :func:`atomic_write_bytes` names its temporary files: ``<name>.<random>.tmp``.
+TEMPORARY_SUFFIX = ".tmp"
+
+
+def remove_stale_temporary_files(folder):
+    """Delete the temporary files that writers killed mid-write left in ``folder``.
+
+    Only for a writer that holds the folder's lock (:mod:`gluon_bbb.runlock`): no other
+    process can be writing there. Returns the names removed.
+    """
+    removed = []
+    for name in sorted(os.listdir(folder)):
+        path = os.path.join(folder, name)
+        if name.endswith(TEMPORARY_SUFFIX) and name.count(".") >= 2 and os.path.isfile(path):
+            os.remove(path)
+            removed.append(name)
+    return removed
+
+
+def _fsync_folder(folder):
+    """Make a rename in ``folder`` durable (a no-op where folders cannot be opened)."""
+    try:
+        descriptor = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass  # some file systems do not sync folders; the rename is still atomic
+    finally:
+        os.close(descriptor)
 
 
 def _json_safe(value):
@@ -43,81 +152,397 @@ def _json_safe(value):
     return value
 
 
+def _json_text(payload, indent=1):
+    return json.dumps(_json_safe(payload), indent=indent, sort_keys=True, allow_nan=False) + "\n"
+
+
 def write_json(path, payload):
     """Atomically write ``payload`` as strict, sorted, indented JSON (NaN and inf become null)."""
-    text = json.dumps(_json_safe(payload), indent=2, sort_keys=True, allow_nan=False) + "\n"
-    atomic_write_bytes(path, text.encode("utf-8"))
+    atomic_write_bytes(path, _json_text(payload, indent=2).encode("utf-8"))
 
 
-def _through_file(write, read=None, payload=None):
-    """MXNet saves and loads only by file name: go through a private temporary file."""
-    with tempfile.TemporaryDirectory() as folder:
-        file_name = os.path.join(folder, "payload")
-        if payload is not None:
-            with open(file_name, "wb") as handle:
-                handle.write(payload)
-            return read(file_name)
-        write(file_name)
-        with open(file_name, "rb") as handle:
-            return handle.read()
+def _pack(arrays):
+    """(bytes, manifest) of a dict of arrays: raw little-endian values one after another."""
+    parts, manifest = [], []
+    for name, value in arrays.items():
+        array = np.ascontiguousarray(value.asnumpy() if hasattr(value, "asnumpy") else value)
+        if array.dtype.name not in DTYPES:
+            raise ValueError(f"cannot store array {name!r} of dtype {array.dtype}")
+        parts.append(array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes())
+        manifest.append([str(name), array.dtype.name, [int(d) for d in array.shape]])
+    payload = b"".join(parts)
+    return payload, {"size": len(payload), "sha256": hashlib.sha256(payload).hexdigest(),
+                     "arrays": manifest}
 
 
-def _ndarrays_to_bytes(arrays):
-    return _through_file(lambda name: nd.save(name, arrays))
-
-
-def _bytes_to_ndarrays(payload):
-    return _through_file(None, nd.load, payload)
-
-
-def trainer_states(trainer):
-    """The optimizer state of a ``gluon.Trainer`` as bytes (``Trainer.save_states``)."""
-    return _through_file(trainer.save_states)
-
-
-def load_trainer_states(trainer, payload):
-    """Restore bytes from :func:`trainer_states` into a ``gluon.Trainer``."""
-    _through_file(None, trainer.load_states, payload)
-
-
-def write_checkpoint(path, arrays, metadata, optimizer_states=None):
-    """Atomically write one checkpoint file.
+def write_checkpoint(path, arrays, metadata, optimizer=None):
+    """Atomically write one checkpoint file (format :data:`FORMAT`).
 
     Parameters
     ----------
     path : str
-    arrays : dict of str -> NDArray
-    metadata : JSON-serialisable dict
-    optimizer_states : bytes or None
-        As written by ``gluon.Trainer.save_states``.
+    arrays : dict of str -> NDArray or numpy.ndarray
+    metadata : dict
+        JSON-serialisable; must not use the key 'payloads'.
+    optimizer : (dict, dict of str -> array), optional
+        The optimizer's JSON state and its arrays (:func:`gluon_bbb.optimizer_state.capture`).
     """
+    if "payloads" in metadata:
+        raise ValueError("metadata may not use the key 'payloads'")
+    entries, payloads = {}, {}
+    entries[ARRAYS], payloads[ARRAYS] = _pack(arrays)
+    if optimizer is not None:
+        state, optimizer_arrays = optimizer
+        entries[OPTIMIZER], payloads[OPTIMIZER] = _pack(optimizer_arrays)
+        payloads[OPTIMIZER]["state"] = state
+    metadata = dict(metadata, format=FORMAT, payloads=payloads)
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_STORED) as archive:
-        archive.writestr("metadata.json", json.dumps(metadata, indent=1, sort_keys=True))
-        archive.writestr("arrays.nd", _ndarrays_to_bytes(arrays))
-        if optimizer_states is not None:
-            archive.writestr("optimizer.states", optimizer_states)
+        archive.writestr(METADATA, _json_text(metadata))
+        for name, payload in entries.items():
+            archive.writestr(name, payload)
     atomic_write_bytes(path, buffer.getvalue())
 
 
-def read_checkpoint(path):
-    """Read a checkpoint written by :func:`write_checkpoint`.
+# ---------------------------------------------------------------------------- reading
+#: What a damaged or hostile zip can make the standard library raise.
+_READ_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, zlib.error,
+                NotImplementedError, RuntimeError, ValueError, struct.error, KeyError,
+                OverflowError, IndexError, TypeError)
 
-    Returns
-    -------
-    arrays : dict of str -> NDArray
-    metadata : dict
-    optimizer_states : bytes or None
+
+def read_json(path, what="a JSON object", kind=dict):
+    """The JSON value in ``path``, distrustfully.
+
+    Parameters
+    ----------
+    path : str
+    what : str
+        What the file should hold, for the message.
+    kind : type or tuple of types
+        The type the top-level value must have (default a JSON object).
+
+    Raises
+    ------
+    FileNotFoundError
+        No file at ``path``.
+    CheckpointError
+        Too large, not UTF-8, not JSON, or of the wrong type; the message names the file.
     """
     path = os.fspath(path)
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"no checkpoint at {path}")
+        raise FileNotFoundError(f"{path} not found")
     try:
-        with zipfile.ZipFile(path) as archive:
-            names = set(archive.namelist())
-            metadata = json.loads(archive.read("metadata.json"))
-            arrays = _bytes_to_ndarrays(archive.read("arrays.nd"))
-            states = archive.read("optimizer.states") if "optimizer.states" in names else None
-    except (zipfile.BadZipFile, KeyError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path} is not a gluon_bbb checkpoint: {error}") from None
-    return arrays, metadata, states
+        with open(path, "rb") as handle:
+            text = handle.read(MAX_JSON_BYTES + 1)
+    except OSError as error:
+        raise CheckpointError(f"{path} cannot be read: {error.strerror or error}") from None
+    return _parse_json(text, path, what, kind)
+
+
+def _parse_json(text, source, what, kind):
+    if len(text) > MAX_JSON_BYTES:
+        raise CheckpointError(f"{source} is larger than {MAX_JSON_BYTES} bytes: not {what}")
+    try:
+        value = json.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise CheckpointError(f"{source} is not valid JSON ({error}): expected {what}") from None
+    if not isinstance(value, kind):
+        raise CheckpointError(f"{source} holds a JSON {type(value).__name__}, not {what}")
+    return value
+
+
+def checked_field(mapping, key, kind, source, optional=False, default=None):
+    """``mapping[key]`` if it has type ``kind``, else a CheckpointError naming ``source``.
+
+    ``bool`` never passes for ``int``/``float`` and an ``int`` passes for ``float``. With
+    ``optional=True`` a missing key gives ``default``.
+    """
+    if key not in mapping:
+        if optional:
+            return default
+        raise CheckpointError(f"{source} lacks the field {key!r}")
+    value = mapping[key]
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if float in kinds:
+        kinds = kinds + (int,)
+    if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
+        names = " or ".join(k.__name__ for k in kinds)
+        raise CheckpointError(f"{source}: field {key!r} must be {names}, got {value!r:.80}")
+    return value
+
+
+def read_metadata(path):
+    """The metadata of a checkpoint without reading its arrays (payload descriptions removed).
+
+    Raises FileNotFoundError for a missing file and CheckpointError for a bad one.
+    """
+    with _open_archive(path) as archive:
+        return _public(_read_metadata(archive, path))
+
+
+def read_checkpoint(path, expected=None, with_optimizer=False, trust_pickled_state=False):
+    """Read a checkpoint of format 2 (or 1), checking everything before using it.
+
+    Parameters
+    ----------
+    path : str
+    expected : dict of str -> tuple, optional
+        The arrays the caller's network needs, name -> shape. The file must hold exactly
+        these; this is checked against the manifest before any array is read.
+    with_optimizer : bool
+        Also read the optimizer state. False (the default, for commands that only use the
+        network) never opens the optimizer entry.
+    trust_pickled_state : bool
+        For a format-1 file with ``with_optimizer``: return its pickled optimizer state.
+        Unpickling it (``gluon.Trainer.load_states``) runs code from the file; only do it for
+        files you made yourself. False (default): the state is skipped with a warning.
+
+    Returns
+    -------
+    StoredCheckpoint
+
+    Raises
+    ------
+    FileNotFoundError
+        No file at ``path``.
+    CheckpointError
+        Anything wrong with the file, named.
+    """
+    with _open_archive(path) as archive:
+        metadata = _read_metadata(archive, path)
+        if metadata["format"] == 1:
+            return _read_format_1(archive, path, metadata, expected, with_optimizer,
+                                  trust_pickled_state)
+        payloads = checked_field(metadata, "payloads", dict, f"{path}: {METADATA}")
+        arrays = _read_payload(archive, path, ARRAYS, payloads, expected)
+        optimizer = None
+        if with_optimizer and OPTIMIZER in payloads:
+            state = checked_field(checked_field(payloads, OPTIMIZER, dict, f"{path}: payloads"),
+                                  "state", dict, f"{path}: payload {OPTIMIZER}")
+            optimizer = (state, _read_payload(archive, path, OPTIMIZER, payloads, None))
+    return StoredCheckpoint(arrays, _public(metadata), optimizer, None)
+
+
+def _public(metadata):
+    return {key: value for key, value in metadata.items() if key != "payloads"}
+
+
+class _open_archive:  # noqa: N801 -- used like a function: ``with _open_archive(path):``
+    """The zip archive at ``path``, with every failure turned into a named error."""
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+
+    def __enter__(self):
+        if not os.path.isfile(self.path):
+            raise FileNotFoundError(f"no checkpoint at {self.path}")
+        try:
+            self.archive = zipfile.ZipFile(self.path)
+        except _READ_ERRORS as error:
+            raise CheckpointError(f"{self.path} is not a gluon_bbb checkpoint (not a readable zip "
+                                  f"archive: {error})") from None
+        names = self.archive.namelist()
+        if len(set(names)) != len(names):
+            self.archive.close()
+            raise CheckpointError(f"{self.path} is not a gluon_bbb checkpoint (an entry name "
+                                  "appears twice)")
+        return self.archive
+
+    def __exit__(self, *exc_info):
+        self.archive.close()
+        return False
+
+
+def _entry(archive, path, name, size_limit, exact=False):
+    """The bytes of entry ``name``, refusing one that declares more than ``size_limit``
+    bytes (or, with ``exact``, other than that) before inflating it."""
+    try:
+        info = archive.getinfo(name)
+    except KeyError:
+        raise CheckpointError(f"{path} is not a gluon_bbb checkpoint (no entry {name})") from None
+    if info.flag_bits & 0x1:
+        raise CheckpointError(f"{path}: entry {name} is encrypted")
+    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        raise CheckpointError(f"{path}: entry {name} uses compression method "
+                              f"{info.compress_type}; only stored or deflated entries are read")
+    if info.file_size > size_limit or (exact and info.file_size != size_limit):
+        raise CheckpointError(f"{path}: entry {name} declares {info.file_size} bytes, "
+                              f"{'not' if exact else 'more than'} the {size_limit} expected; "
+                              "refused unread")
+    try:
+        with archive.open(info) as handle:
+            payload = handle.read(size_limit + 1)  # the reader stops at the declared size
+    except _READ_ERRORS as error:
+        raise CheckpointError(f"{path}: entry {name} is damaged ({error})") from None
+    if len(payload) != info.file_size:
+        raise CheckpointError(f"{path}: entry {name} is truncated ({len(payload)} of "
+                              f"{info.file_size} bytes)")
+    return payload
+
+
+def _read_metadata(archive, path):
+    text = _entry(archive, path, METADATA, MAX_JSON_BYTES)
+    metadata = _parse_json(text, f"{path}: {METADATA}", "a checkpoint's metadata object", dict)
+    file_format = checked_field(metadata, "format", int, f"{path}: {METADATA}")
+    if file_format not in (1, FORMAT):
+        raise CheckpointError(f"{path} has checkpoint format {file_format}; this gluon_bbb "
+                              f"reads formats 1 and {FORMAT}")
+    return metadata
+
+
+def _manifest(description, source):
+    """[(name, dtype, shape, offset, nbytes)] of a payload description, checked."""
+    manifest = checked_field(description, "arrays", list, source)
+    entries, offset, names = [], 0, set()
+    for item in manifest:
+        if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str)
+                and item[1] in DTYPES and isinstance(item[2], list) and len(item[2]) <= 32
+                and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in item[2])):
+            raise CheckpointError(f"{source}: {item!r:.80} is not [name, dtype, shape]")
+        name, dtype, shape = item
+        if name in names:
+            raise CheckpointError(f"{source}: array {name!r} appears twice")
+        names.add(name)
+        nbytes = int(np.prod(shape, dtype=object)) * np.dtype(dtype).itemsize
+        entries.append((name, dtype, tuple(shape), offset, nbytes))
+        offset += nbytes
+    return entries, offset
+
+
+def _check_expected(manifest, expected, source):
+    """CheckpointError unless the manifest holds exactly the arrays ``expected`` names."""
+    stored = {name: shape for name, _, shape, _, _ in manifest}
+    missing, extra = sorted(set(expected) - set(stored)), sorted(set(stored) - set(expected))
+    if missing or extra:
+        parts = ([f"lacks {', '.join(missing[:5])}"] if missing else []) + \
+                ([f"has unexpected {', '.join(extra[:5])}"] if extra else [])
+        raise CheckpointError(f"{source} does not fit the network: it {' and '.join(parts)}")
+    for name, shape in expected.items():
+        if tuple(stored[name]) != tuple(shape):
+            raise CheckpointError(f"{source} does not fit the network: {name} has shape "
+                                  f"{tuple(stored[name])}, the network {tuple(shape)}")
+
+
+def _read_payload(archive, path, name, payloads, expected):
+    source = f"{path}: payload {name}"
+    description = checked_field(payloads, name, dict, f"{path}: payloads")
+    manifest, total = _manifest(description, source)
+    if expected is not None:
+        _check_expected(manifest, expected, path)
+    elif total > MAX_PAYLOAD_BYTES:
+        raise CheckpointError(f"{source} declares {total} bytes, more than the {MAX_PAYLOAD_BYTES} read")
+    size = checked_field(description, "size", int, source)
+    digest = checked_field(description, "sha256", str, source)
+    if size != total:
+        raise CheckpointError(f"{source}: its arrays need {total} bytes, it declares {size}")
+    payload = _entry(archive, path, name, total, exact=True)
+    if hashlib.sha256(payload).hexdigest() != digest.lower():
+        raise CheckpointError(f"{path}: entry {name} does not match its SHA-256 (the file was "
+                              "modified or damaged)")
+    return {array_name: np.frombuffer(payload, dtype=np.dtype(dtype).newbyteorder("<"),
+                                      count=nbytes // np.dtype(dtype).itemsize, offset=offset)
+            .reshape(shape).astype(dtype)
+            for array_name, dtype, shape, offset, nbytes in manifest}
+
+
+def _read_format_1(archive, path, metadata, expected, with_optimizer, trust_pickled_state):
+    """A format-1 file: MXNet's NDArray file, and a pickle that is only read if trusted."""
+    limit = MAX_PAYLOAD_BYTES
+    if expected is not None:
+        limit = sum(int(np.prod(shape, dtype=object)) * 8 + 8 * len(shape) + 64 + len(name)
+                    for name, shape in expected.items()) + _LEGACY_OVERHEAD
+    try:
+        arrays = ndfile.loads(_entry(archive, path, LEGACY_ARRAYS, limit))
+    except ndfile.NDFileError as error:
+        raise CheckpointError(f"{path}: entry {LEGACY_ARRAYS} is damaged ({error})") from None
+    if not isinstance(arrays, dict) or not all(a.dtype.name in DTYPES for a in arrays.values()):
+        raise CheckpointError(f"{path}: entry {LEGACY_ARRAYS} does not hold named arrays")
+    if expected is not None:
+        _check_expected([(name, None, a.shape, 0, 0) for name, a in arrays.items()], expected, path)
+    pickled = None
+    if with_optimizer and LEGACY_OPTIMIZER in archive.namelist():
+        if trust_pickled_state:
+            pickled = _entry(archive, path, LEGACY_OPTIMIZER, MAX_PAYLOAD_BYTES)
+        else:
+            logger.warning("%s is a format-1 checkpoint: its optimizer state is a pickle, which "
+                           "can run code, so it was skipped and the optimizer starts afresh "
+                           "(trust_pickled_state=True / --trust-pickled-state loads it; only "
+                           "for files you made yourself)", path)
+    return StoredCheckpoint(arrays, _public(metadata), None, pickled)
+
+
+# ---------------------------------------------------------------------------- parameter files
+def _structural_parameters(net):
+    """name -> Parameter under the structural names ``save_parameters`` writes."""
+    return net._collect_params_with_prefix()  # noqa: SLF001 -- Gluon's own naming of the file
+
+
+def save_parameter_file(net, path):
+    """Atomically write ``net``'s parameters as an ordinary Gluon parameter file.
+
+    The file is what ``net.save_parameters(path)`` writes: ``net.load_parameters`` reads it
+    without gluon_bbb, :func:`load_parameter_file` reads it distrustfully.
+    """
+    arrays = {name: param.data() for name, param in _structural_parameters(net).items()}
+    atomic_write_bytes(path, ndfile.dumps(arrays))
+
+
+def load_parameter_file(net, path, ctx=None):
+    """Load a Gluon parameter file (``save_parameters``) into ``net``, distrustfully.
+
+    Like ``net.load_parameters(path, ctx)``, but the file is parsed by :mod:`gluon_bbb.ndfile`
+    and checked against the network first: it must hold exactly the network's parameters,
+    with their shapes (where the network knows them) and float dtypes.
+
+    Parameters
+    ----------
+    net : gluon.Block, initialised or not
+    path : str
+    ctx : mx.Context, optional
+        Where uninitialised parameters are created; default the CPU.
+
+    Raises
+    ------
+    FileNotFoundError, CheckpointError
+        A missing file; a damaged one, or one for another network, named.
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no parameter file at {path}")
+    params = _structural_parameters(net)
+    limit = MAX_PAYLOAD_BYTES
+    if all(param.shape and all(d > 0 for d in param.shape) for param in params.values()):
+        limit = sum(int(np.prod(param.shape, dtype=object)) * 8 + 8 * len(param.shape) + 64
+                    + len(name) for name, param in params.items()) + _LEGACY_OVERHEAD
+    if os.path.getsize(path) > limit:
+        raise CheckpointError(f"{path} is {os.path.getsize(path)} bytes, more than the network's "
+                              f"parameters can need ({limit}): refused unread")
+    with open(path, "rb") as handle:
+        payload = handle.read(limit + 1)
+    try:
+        arrays = ndfile.loads(payload)
+    except ndfile.NDFileError as error:
+        raise CheckpointError(f"{path} is not a Gluon parameter file ({error})") from None
+    if not isinstance(arrays, dict) or any(a.dtype.kind != "f" for a in arrays.values()):
+        raise CheckpointError(f"{path} is not a Gluon parameter file (it does not hold named "
+                              "float arrays)")
+    missing, extra = sorted(set(params) - set(arrays)), sorted(set(arrays) - set(params))
+    if missing or extra:
+        raise CheckpointError(f"{path} does not fit the network: it lacks {missing[:5]} and has "
+                              f"unexpected {extra[:5]}")
+    for name, param in params.items():
+        known = param.shape or ()
+        stored = arrays[name].shape
+        if len(known) != len(stored) or any(k not in (0, s) for k, s in zip(known, stored)):
+            raise CheckpointError(f"{path} does not fit the network: {name} has shape {stored}, "
+                                  f"the network {tuple(known)}")
+    ctx = ctx or mx.cpu()
+    for name, param in params.items():
+        value = nd.array(arrays[name], ctx=ctx, dtype=arrays[name].dtype)
+        try:
+            param.data()
+        except (RuntimeError, mx.gluon.parameter.DeferredInitializationError):
+            param.shape = value.shape
+            param.initialize(ctx=ctx, force_reinit=True)
+        param.set_data(value)

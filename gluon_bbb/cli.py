@@ -25,7 +25,6 @@ folder described in :mod:`gluon_bbb.bandit_run`.
 """
 import argparse
 import io
-import json
 import logging
 import math
 import os
@@ -38,10 +37,11 @@ import numpy as np
 from mxnet import nd
 
 from . import __version__, bandit_run, data, models, plots, pruning, reproduce, uncertainty_eval
-from .checkpoint import atomic_write_bytes, write_json
+from .checkpoint import CheckpointError, atomic_write_bytes, read_json, write_json
 from .context import resolve_context
 from .loss import BBBLoss
 from .priors import GaussianPrior, ScaleMixturePrior
+from .runlock import RunFolderLock
 from .trainer import BBBTrainer, NonFiniteLossError
 
 __all__ = ["build_parser", "main"]
@@ -133,6 +133,7 @@ def build_parser():
     train.add_argument("--resume", action="store_true",
                        help="continue from the checkpoint in --output-dir, if there is one")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_trust(train)
     train.set_defaults(func=train_command)
 
     evaluate = commands.add_parser("evaluate", help="test error of a trained run",
@@ -180,6 +181,7 @@ def build_parser():
     _add_overrides(rerun)
     _add_common(rerun)
     rerun.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_trust(rerun)
     rerun.set_defaults(func=reproduce_command, command_line=None)
 
     rereport = commands.add_parser(
@@ -224,6 +226,7 @@ def build_parser():
     _add_overrides(search)
     _add_common(search)
     search.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_trust(search)
     search.set_defaults(func=search_command, command_line=None)
     _add_uncertainty(commands)
     _add_bandit(commands)
@@ -297,6 +300,14 @@ def _add_overrides(parser):
                         metavar="KEY=VALUE",
                         help="override hyperparameters, e.g. lr=1e-4,pi=0.25 lr_decay=0.98; keys: "
                              + ", ".join(reproduce.SEARCH_KEYS + reproduce.EXTRA_KEYS))
+
+
+def _add_trust(parser):
+    parser.add_argument(
+        "--trust-pickled-state", action="store_true",
+        help="when resuming from a checkpoint written by gluon_bbb before checkpoint format 2, "
+             "unpickle its optimizer state instead of starting the optimizer afresh. "
+             "Unpickling RUNS CODE FROM THE FILE: only for checkpoints you wrote yourself")
 
 
 def _add_common(parser):
@@ -383,15 +394,20 @@ def train_command(args):
         stamp = time.strftime("%Y%m%d-%H%M%S")
         config["output_dir"] = os.path.join("runs", f"{args.dataset}-{args.prior}-{stamp}")
     out = config["output_dir"]
-    checkpoint = os.path.join(out, CHECKPOINT)
-    if os.path.exists(checkpoint) and not args.resume:
-        raise ValueError(f"{out} already holds a checkpoint: pass --resume to continue it, "
-                         "or choose another --output-dir")
     ctx = resolve_context(args.ctx)
     make_prior(config)  # fail on a bad prior or optimizer before loading any data
     if args.optimizer.lower() not in mx.optimizer.Optimizer.opt_registry:
         raise ValueError(f"unknown optimizer {args.optimizer!r}; MXNet has "
                          f"{', '.join(sorted(mx.optimizer.Optimizer.opt_registry))}")
+    with RunFolderLock(out):  # one writer per run folder
+        return _train_locked(args, config, out, ctx, start)
+
+
+def _train_locked(args, config, out, ctx, start):
+    checkpoint = os.path.join(out, CHECKPOINT)
+    if os.path.exists(checkpoint) and not args.resume:
+        raise ValueError(f"{out} already holds a checkpoint: pass --resume to continue it, "
+                         "or choose another --output-dir")
     mx.random.seed(args.seed)
     np.random.seed(args.seed)
     loaders = data.get_loaders(args.dataset, batch_size=args.batch_size, data_dir=args.data_dir,
@@ -402,8 +418,8 @@ def train_command(args):
     with _log_to(os.path.join(out, LOG)):
         if args.resume and os.path.exists(checkpoint):
             _warn_about_changed_options(os.path.join(out, CONFIG), config)
-            trainer.load(checkpoint)
-            # load() restores the pickled optimizer, learning rate included; honour --lr.
+            trainer.load(checkpoint, trust_pickled_state=args.trust_pickled_state)
+            # load() restores the optimizer, learning rate included; honour --lr.
             trainer.trainer.set_learning_rate(args.lr)
             logger.info("resuming %s after epoch %d", checkpoint, trainer.epoch)
         write_json(os.path.join(out, CONFIG), config)
@@ -437,9 +453,8 @@ def train_command(args):
 def _warn_about_changed_options(config_path, config):
     if not os.path.exists(config_path):
         return
-    with open(config_path, encoding="utf-8") as handle:
-        saved = json.load(handle)
-    ignored = {"epochs", "resume", "no_progress", "ctx", "data_dir"}
+    saved = _checked_train_config(read_json(config_path, "a run configuration"), config_path)
+    ignored = {"epochs", "resume", "no_progress", "ctx", "data_dir", "trust_pickled_state"}
     changed = sorted(k for k in config if k not in ignored and k in saved and saved[k] != config[k])
     if changed:
         logger.warning("resuming with options that differ from %s: %s", config_path,
@@ -453,8 +468,41 @@ def _read_config(run_dir):
     if not os.path.isfile(config_path):
         raise FileNotFoundError(f"{config_path} not found: is {run_dir} a folder written "
                                 f"by '{PROG} train'?")
-    with open(config_path, encoding="utf-8") as handle:
-        return json.load(handle)
+    config = read_json(config_path, "a run configuration")
+    if "reproduce" in config:
+        return reproduce.checked_stored_config(config, config_path)
+    return _checked_train_config(config, config_path)
+
+
+#: The keys of a ``train`` configuration that rebuild its run, with the checks they get.
+_TRAIN_KEYS = ("hidden", "sigma", "pi", "log_sigma1", "log_sigma2", "lr", "num_samples",
+               "rho_init", "seed", "batch_size")
+_TRAIN_CHOICES = {"prior": ("gaussian", "scale-mixture"), "kl_weighting": ("uniform", "blundell"),
+                  "dataset": data.DATASETS, "preprocessing": data.PREPROCESSING_METHODS}
+
+
+def _checked_train_config(config, source):
+    """A ``train`` configuration read from a run folder, checked as the parser checks the
+    options, or a CheckpointError naming ``source``."""
+    checked = dict(config)
+    try:
+        for key in _TRAIN_KEYS:
+            if key not in config:
+                raise ValueError(f"it lacks the option {key!r}")
+            checked[key] = reproduce.check_hyperparameter(key, config[key])
+        for key, choices in _TRAIN_CHOICES.items():
+            if config.get(key) not in choices:
+                raise ValueError(f"{key} must be one of {', '.join(choices)}, got {config.get(key)!r:.60}")
+        if config.get("optimizer") not in mx.optimizer.Optimizer.opt_registry:
+            raise ValueError(f"optimizer {config.get('optimizer')!r:.60} is not an MXNet optimizer")
+        checked["kl_scale"] = reproduce.check_hyperparameter("kl_scale", config.get("kl_scale", 1.0))
+        checked["subset"] = reproduce.check_hyperparameter("subset", config.get("subset"))
+        if not isinstance(config.get("data_dir"), (str, type(None))):
+            raise ValueError("data_dir must be a folder name or null")
+        make_prior(checked)
+    except (ValueError, OverflowError) as error:
+        raise CheckpointError(f"{source}: {error}") from None
+    return checked
 
 
 def _load_run(args, with_test_data=True):
@@ -479,7 +527,7 @@ def _load_run(args, with_test_data=True):
                                 preprocessing=config["preprocessing"],
                                 subset=config["subset"], ctx=ctx)["test"]
     trainer = make_trainer(config, ctx)
-    trainer.load(os.path.join(args.run_dir, checkpoint))
+    trainer.load(os.path.join(args.run_dir, checkpoint), optimizer=False)
     return config, trainer, test
 
 
@@ -537,11 +585,11 @@ def reproduce_command(args):
             raise ValueError("--epochs is required for a new run")
         epochs = int(stored["epochs"])
     resolve_context(args.ctx)  # fail on a missing GPU before creating the folder
-    os.makedirs(out, exist_ok=True)
-    with _log_to(os.path.join(out, reproduce.LOG)):
+    with RunFolderLock(out), _log_to(os.path.join(out, reproduce.LOG)):
         result = reproduce.run(config, epochs, out, data_dir=args.data_dir, ctx=args.ctx,
                                mc_samples=args.mc_samples, progress=not args.no_progress,
-                               command=args.command_line)
+                               command=args.command_line,
+                               trust_pickled_state=args.trust_pickled_state)
         logger.info("finish: %s; best epoch %d of %d, %.1f s; %s", _reproduce_line(result),
                     result["best_epoch"], result["epochs_run"], result["total_wall_seconds"],
                     os.path.join(out, reproduce.RESULT))
@@ -594,7 +642,8 @@ def search_command(args):
     with _log_to(os.path.join(args.output_dir, "search.log")):
         reproduce.search(settings, args.epochs, args.output_dir, base=args.base,
                          overrides=_overrides(args), data_dir=args.data_dir, ctx=args.ctx,
-                         progress=not args.no_progress, command=args.command_line)
+                         progress=not args.no_progress, command=args.command_line,
+                         trust_pickled_state=args.trust_pickled_state)
     with open(os.path.join(args.output_dir, reproduce.SEARCH_MD), encoding="utf-8") as handle:
         print(handle.read(), end="")
     return 0
@@ -681,12 +730,10 @@ def plot_command(args):
     figures, cutoffs = {}, None
     pruning_path = os.path.join(args.run_dir, PRUNING_JSON)
     if os.path.isfile(pruning_path):
-        with open(pruning_path, encoding="utf-8") as handle:
-            saved = json.load(handle)
-        rows = saved.get("rows") if isinstance(saved, dict) else None
+        rows = read_json(pruning_path, "a pruning table").get("rows")
         try:
             figures["pruning"] = plots.pruning_curve(rows)
-        except ValueError as error:
+        except (ValueError, TypeError, KeyError) as error:
             raise ValueError(f"{pruning_path} is not a pruning table ({error}): run "
                              f"'{PROG} prune' again") from None
         cutoffs = sorted({row["fraction"] for row in rows if 0 < row["fraction"] < 1}) or None

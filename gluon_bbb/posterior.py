@@ -202,9 +202,15 @@ class _Uniform(mx.init.Initializer):
 class GaussianNoise:
     """Standard normal eps for every weight tensor, drawn as one flat vector per call.
 
-    On the CPU the draws come from a seeded NumPy ``Generator`` (4x faster than
-    ``nd.random.normal`` in this mxnet wheel) and are copied once into an NDArray; each
-    tensor's eps is a view into it. On a GPU, ``nd.random.normal`` is used on the device.
+    Two generators, each seeded by :meth:`reseed` and usable on any context:
+
+    * ``'numpy'``: a NumPy ``Generator`` on the host, its draws copied once into an NDArray on
+      ``ctx`` (on the CPU about twice as fast as ``nd.random.normal`` in this mxnet wheel);
+      its state is JSON (:meth:`get_state`), so a checkpoint can keep it.
+    * ``'mxnet'``: ``nd.random.normal`` on ``ctx`` itself, from MXNet's generator for that
+      context (no host work: what a GPU wants).
+
+    Each tensor's eps is a view into the flat vector.
 
     Parameters
     ----------
@@ -212,32 +218,53 @@ class GaussianNoise:
     ctx : mx.Context
     dtype : str
     seed : int or None
-        Seeds the generator; None draws a seed from MXNet's generator, so
-        ``mx.random.seed`` makes runs reproducible.
+        Seeds the 'numpy' generator; None draws a seed from MXNet's generator, so
+        ``mx.random.seed`` makes runs reproducible. The 'mxnet' generator is seeded by
+        ``mx.random.seed`` (or :meth:`reseed`).
+    generator : {'numpy', 'mxnet'}
     """
 
-    def __init__(self, shapes, ctx, dtype="float32", seed=None):
+    GENERATORS = ("numpy", "mxnet")
+
+    def __init__(self, shapes, ctx, dtype="float32", seed=None, generator="numpy"):
+        if generator not in self.GENERATORS:
+            raise ValueError(f"generator must be one of {self.GENERATORS}, got {generator!r}")
         self.shapes = [tuple(s) for s in shapes]
         self.sizes = [int(np.prod(s)) for s in self.shapes]
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(int)
-        self.ctx, self.dtype = ctx, np.dtype(dtype)
-        if seed is None:
-            seed = int(nd.random.randint(0, 2**31 - 1, shape=(1,), ctx=mx.cpu()).asscalar())
-        self.generator = np.random.default_rng(seed)
+        self.ctx, self.dtype, self.generator = ctx, np.dtype(dtype), generator
+        self.rng = None
+        if generator == "numpy":
+            if seed is None:
+                seed = int(nd.random.randint(0, 2**31 - 1, shape=(1,), ctx=mx.cpu()).asscalar())
+            self.rng = np.random.default_rng(seed)
+
+    def reseed(self, seed):
+        """Restart the generator from ``seed`` (for 'mxnet': MXNet's generator for ctx)."""
+        if self.generator == "numpy":
+            self.rng = np.random.default_rng(int(seed))
+        else:
+            mx.random.seed(int(seed), ctx=self.ctx)
 
     def sample(self):
         """Returns a list of NDArrays, one per shape, iid N(0, 1)."""
         total = int(self.offsets[-1])
-        if self.ctx.device_type == "cpu":
-            values = self.generator.standard_normal(total, dtype=self.dtype)
+        if self.generator == "numpy":
+            values = self.rng.standard_normal(total, dtype=self.dtype)
             flat = nd.array(values, ctx=self.ctx, dtype=self.dtype)
         else:
-            flat = nd.random.normal(shape=(total,), ctx=self.ctx, dtype=self.dtype)
+            flat = nd.random.normal(shape=(total,), ctx=self.ctx, dtype=self.dtype.name)
         return [flat[a:b].reshape(s) for a, b, s in zip(self.offsets[:-1], self.offsets[1:], self.shapes)]
 
     def get_state(self):
-        """JSON-serialisable generator state."""
-        return self.generator.bit_generator.state
+        """The 'numpy' generator's state as JSON, or None for 'mxnet'."""
+        return None if self.rng is None else self.rng.bit_generator.state
 
     def set_state(self, state):
-        self.generator.bit_generator.state = state
+        """Restore a :meth:`get_state` value (a ValueError if it is not one)."""
+        if self.rng is None:
+            return
+        try:
+            self.rng.bit_generator.state = state
+        except (TypeError, ValueError, KeyError, OverflowError) as error:
+            raise ValueError(f"not a state of the noise generator ({error})") from None

@@ -31,6 +31,7 @@ from mxnet import gluon, nd
 
 from ._checks import check_int
 from .baselines import evaluate_deterministic
+from .checkpoint import load_parameter_file, save_parameter_file
 from .context import resolve_context
 from .posterior import assign_arrays, trainable_parameters
 
@@ -235,7 +236,7 @@ class PrunedNetwork:
         It loads without gluon_bbb, by ``net.load_parameters(path)`` into a network of the
         same architecture; :func:`load_pruned` also recounts the nonzero weights.
         """
-        self.apply().save_parameters(str(path))
+        save_parameter_file(self.apply(), path)  # atomic
 
     def __repr__(self):
         return (f"{type(self).__name__}(method={self.method!r}, fraction={self.fraction!r}, "
@@ -297,10 +298,15 @@ def load_pruned(path, net, ctx=None, include_bias=False):
     Returns
     -------
     PrunedNetwork, with ``fraction`` and ``method`` None.
+
+    Raises
+    ------
+    FileNotFoundError, gluon_bbb.checkpoint.CheckpointError
+        A missing file, or one that is damaged or for another network (named).
     """
     if not isinstance(net, gluon.Block):
         raise TypeError(f"net must be a gluon Block, got {type(net).__name__}")
-    net.load_parameters(str(path), ctx=resolve_context(ctx))
+    load_parameter_file(net, path, ctx=resolve_context(ctx))  # checked, named errors
     arrays = [param.data() for _, param in trainable_parameters(net)]
     return PrunedNetwork(net, arrays, [include_bias or a.ndim >= 2 for a in arrays])
 

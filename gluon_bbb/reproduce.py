@@ -46,34 +46,34 @@ Example::
     print(result["test_error_mean"], result["test_error_mc"])
 """
 import itertools
-import json
 import logging
 import math
 import numbers
 import os
 import platform
-import tempfile
 import time
-import zipfile
 
 import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon, nd
 from tqdm import tqdm
 
-from . import data, models
+from . import data, models, optimizer_state
 from ._checks import check_int
 from .baselines import evaluate_deterministic
-from .checkpoint import (atomic_write_bytes, write_json, load_trainer_states, read_checkpoint,
-                         trainer_states, write_checkpoint)
+from .checkpoint import (CheckpointError, atomic_write_bytes, checked_field, load_parameter_file,
+                         read_checkpoint, read_json, read_metadata, save_parameter_file, write_json,
+                         write_checkpoint)
 from .context import resolve_context
 from .loss import BBBLoss
 from .priors import GaussianPrior, ScaleMixturePrior
+from .runlock import RunFolderLock
 from .trainer import BBBTrainer, NonFiniteLossError
 
 __all__ = ["CONFIGS", "DESCRIPTIONS", "PAPER_TEST_ERROR", "PAPER_GRID", "SEARCH_KEYS",
            "EXTRA_KEYS", "learning_rate_schedule", "describe",
-           "get_config", "check_run_dir", "run", "report", "evaluate_run", "read_result",
+           "get_config", "check_hyperparameter", "check_run_dir", "checked_stored_config",
+           "run", "report", "evaluate_run", "read_result",
            "results_table", "renamed_record", "grid_settings", "sample_settings",
            "parse_setting", "search", "search_table", "machine_info"]
 
@@ -92,7 +92,6 @@ FILES = {
 }
 INPUT_SIZE = 784
 MC_SAMPLES = 10
-DETERMINISTIC_FORMAT = 1
 
 #: The paper's MNIST protocol, shared by every configuration.
 PROTOCOL = {
@@ -204,7 +203,7 @@ def get_config(name, **overrides):
         if key not in config:
             raise ValueError(f"configuration {name} has no hyperparameter {key!r}; it has "
                              f"{', '.join(sorted(config))}")
-        value = _checked(key, value)
+        value = check_hyperparameter(key, value)
         if value != config[key]:
             applied[key] = value
             config[key] = value
@@ -215,7 +214,7 @@ def get_config(name, **overrides):
     return config
 
 
-def _checked(key, value):
+def check_hyperparameter(key, value):
     """``value`` as the type ``key`` takes, or a ValueError."""
     def integer(low):
         return check_int(key, value, minimum=low)
@@ -306,12 +305,45 @@ def read_run_config(run_dir):
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path} not found: is {run_dir} a folder written by "
                                 "'gluon-bbb reproduce'?")
-    with open(path, encoding="utf-8") as handle:
-        config = json.load(handle)
-    if not isinstance(config, dict) or "reproduce" not in config:
+    config = read_json(path, "a run configuration")
+    if "reproduce" not in config:
         raise ValueError(f"{run_dir} was not written by 'gluon-bbb reproduce' (its config.json "
                          "names no reproduce configuration)")
-    return config
+    return checked_stored_config(config, path)
+
+
+def checked_stored_config(config, source):
+    """A configuration read from a run folder, with every hyperparameter checked as
+    :func:`get_config` checks it, or a CheckpointError naming ``source``."""
+    name = config.get("reproduce")
+    if name not in CONFIGS:
+        raise CheckpointError(f"{source}: {name!r:.60} is not a configuration; choose one of "
+                              f"{', '.join(CONFIGS)}")
+    checked = dict(config)
+    for key, default in CONFIGS[name].items():
+        if key not in config:
+            if key in LATER_DEFAULTS[_kind(CONFIGS[name])]:
+                continue  # written before the key existed
+            raise CheckpointError(f"{source} lacks the hyperparameter {key!r}")
+        try:
+            checked[key] = check_hyperparameter(key, config[key])
+        except ValueError as error:
+            raise CheckpointError(f"{source}: {error}") from None
+        if key in ("method", "dataset", "preprocessing", "prior") and config[key] != default:
+            raise CheckpointError(f"{source}: {key} is {config[key]!r:.60}, configuration {name} "
+                                  f"has {default!r}")
+    for key in ("overrides",):
+        checked_field(config, key, dict, source, optional=True)
+    checked_field(config, "epochs", int, source, optional=True)
+    data_dir = config.get("data_dir")
+    if data_dir is not None and not isinstance(data_dir, str):
+        raise CheckpointError(f"{source}: data_dir must be a folder name or null")
+    if checked["method"] == "bbb":
+        try:
+            make_prior(checked)
+        except (ValueError, OverflowError) as error:
+            raise CheckpointError(f"{source}: {error}") from None
+    return checked
 
 
 def check_run_dir(run_dir, config):
@@ -327,15 +359,11 @@ def check_run_dir(run_dir, config):
             raise ValueError(f"{run_dir} holds {leftovers[0]} but no {CONFIG}: it is not a "
                              "reproduce run folder; choose another --output-dir")
         return None
-    with open(path, encoding="utf-8") as handle:
-        try:
-            stored = json.load(handle)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{path} is not valid JSON ({error}); choose another "
-                             "--output-dir") from None
-    if not isinstance(stored, dict) or "reproduce" not in stored:
+    stored = read_json(path, "a run configuration")
+    if "reproduce" not in stored:
         raise ValueError(f"{run_dir} holds a run that 'gluon-bbb reproduce' did not write; "
                          "choose another --output-dir")
+    stored = checked_stored_config(stored, path)
     if stored["reproduce"] != config["reproduce"]:
         raise ValueError(f"{run_dir} holds a run of configuration {stored['reproduce']!r}, not "
                          f"{config['reproduce']!r}; choose another --output-dir")
@@ -390,11 +418,11 @@ class _BBBRun:
     def history(self):
         return self.trainer.history
 
-    def load(self, path):
-        self.trainer.load(path)
+    def load(self, path, trust_pickled_state=False):
+        self.trainer.load(path, trust_pickled_state=trust_pickled_state)
 
     def load_best(self, run_dir):
-        self.trainer.load(os.path.join(run_dir, FILES["bbb"]["best"]))
+        self.trainer.load(os.path.join(run_dir, FILES["bbb"]["best"]), optimizer=False)
         return self.trainer.epoch
 
     def restore_best(self, run_dir, best):
@@ -403,7 +431,7 @@ class _BBBRun:
         best_path = os.path.join(run_dir, FILES["bbb"]["best"])
         if best["epoch"] == self.epoch:  # a crash may have come between the two writes
             _copy_atomically(checkpoint, best_path)
-        elif _checkpoint_metadata(best_path).get("epoch") != best["epoch"]:
+        elif _checkpoint_metadata(best_path, "bbb").get("epoch") != best["epoch"]:
             raise ValueError(f"{best_path} does not hold epoch {best['epoch']}, the best on "
                              "validation in the history: the run folder was modified")
 
@@ -463,40 +491,44 @@ class _DeterministicRun:
 
     def save(self, path):
         arrays = {name: param.data() for name, param in self._params().items()}
-        metadata = {"format": DETERMINISTIC_FORMAT, "kind": "deterministic", "epoch": self.epoch,
-                    "history": self.history, "best": self.best, "seed": self.seed,
+        metadata = {"kind": "deterministic", "epoch": self.epoch, "history": self.history,
+                    "best": self.best, "seed": self.seed,
                     "shapes": {name: list(a.shape) for name, a in arrays.items()}}
-        write_checkpoint(path, arrays, metadata, trainer_states(self.trainer))
+        write_checkpoint(path, arrays, metadata, optimizer_state.capture(self.trainer))
 
-    def load(self, path):
-        arrays, metadata, states = read_checkpoint(path)
+    def load(self, path, trust_pickled_state=False):
+        expected = {name: param.shape for name, param in self._params().items()}
+        stored = read_checkpoint(path, expected=expected, with_optimizer=True,
+                                 trust_pickled_state=trust_pickled_state)
+        metadata = stored.metadata
         if metadata.get("kind") != "deterministic":
-            raise ValueError(f"{path} is not a checkpoint of a deterministic baseline")
-        params = self._params()
-        if set(arrays) != set(params):
-            raise ValueError(f"{path} holds parameters {sorted(arrays)}, the network "
-                             f"{sorted(params)}")
-        for name, param in params.items():
-            if tuple(arrays[name].shape) != param.shape:
-                raise ValueError(f"{path}: parameter {name} has shape {arrays[name].shape}, "
-                                 f"the network {param.shape}")
-            param.set_data(arrays[name])
-        if states is not None:
-            load_trainer_states(self.trainer, states)
-        self.epoch = int(metadata["epoch"])
-        self.history = list(metadata["history"])
-        self.best = metadata["best"]
+            raise CheckpointError(f"{path} is not a checkpoint of a deterministic baseline")
+        epoch = checked_field(metadata, "epoch", int, path)
+        history = checked_field(metadata, "history", list, path)
+        checked_field(metadata, "seed", int, path)
+        best = checked_field(metadata, "best", dict, path) if epoch else metadata.get("best")
+        if epoch < 0 or len(history) != epoch or not all(_is_record(r) for r in history) or (
+                epoch and not _is_best(best)):
+            raise CheckpointError(f"{path}: its epoch, history or best epoch is malformed")
+        if stored.optimizer is not None:
+            optimizer_state.restore(self.trainer, *stored.optimizer, source=path)
+        elif stored.pickled_optimizer is not None:
+            optimizer_state.load_pickled(self.trainer, stored.pickled_optimizer)
+        for name, param in self._params().items():
+            param.set_data(nd.array(stored.arrays[name], ctx=self.ctx, dtype=stored.arrays[name].dtype))
+        self.epoch, self.history, self.best = epoch, list(history), best
 
     def load_best(self, run_dir):
         """Load ``best.params``; returns its epoch, from the per-epoch checkpoint or, in a
         committed folder that keeps only the best parameters, from ``result.json``."""
         files = FILES["deterministic"]
-        self.net.load_parameters(os.path.join(run_dir, files["best"]), ctx=self.ctx)
-        metadata = _checkpoint_metadata(os.path.join(run_dir, files["checkpoint"]))
-        if "best" in metadata:
+        load_parameter_file(self.net, os.path.join(run_dir, files["best"]), ctx=self.ctx)
+        metadata = _checkpoint_metadata(os.path.join(run_dir, files["checkpoint"]), "deterministic")
+        if _is_best(metadata.get("best")):
             return int(metadata["best"]["epoch"])
         if os.path.isfile(os.path.join(run_dir, RESULT)):
-            return int(read_result(run_dir)["best_epoch"])
+            return checked_field(read_result(run_dir), "best_epoch", int,
+                                 os.path.join(run_dir, RESULT))
         raise FileNotFoundError(f"{run_dir} has {files['best']} but neither {files['checkpoint']} "
                                 f"nor {RESULT}, so the epoch it holds is unknown")
 
@@ -505,17 +537,7 @@ class _DeterministicRun:
             self._save_best(run_dir)
 
     def _save_best(self, run_dir):
-        path = os.path.join(run_dir, FILES["deterministic"]["best"])
-        handle, tmp_path = tempfile.mkstemp(dir=run_dir, prefix=os.path.basename(path) + ".",
-                                            suffix=".tmp")
-        os.close(handle)
-        try:
-            self.net.save_parameters(tmp_path)
-            os.replace(tmp_path, path)
-        except BaseException:
-            if os.path.exists(tmp_path):
-                os.remove(tmp_path)
-            raise
+        save_parameter_file(self.net, os.path.join(run_dir, FILES["deterministic"]["best"]))
 
     def fit(self, train, validation, epochs, run_dir, progress):
         files = FILES["deterministic"]
@@ -577,6 +599,17 @@ def _runner(config, ctx):
     return _BBBRun(config, ctx) if _kind(config) == "bbb" else _DeterministicRun(config, ctx)
 
 
+def _is_record(record):
+    """A history record with a numeric validation error (stored as 'test_error')."""
+    return isinstance(record, dict) and isinstance(record.get("epoch"), int) and \
+        isinstance(record.get("test_error"), (int, float))
+
+
+def _is_best(best):
+    return isinstance(best, dict) and isinstance(best.get("epoch"), int) and \
+        isinstance(best.get("validation_error"), (int, float))
+
+
 def _best_of(history):
     """The first epoch with the lowest validation error, or None for an empty history."""
     if not history:
@@ -587,7 +620,8 @@ def _best_of(history):
 
 # ---------------------------------------------------------------------------- run
 def run(config, epochs, output_dir, data_dir=None, ctx=None, mc_samples=MC_SAMPLES,
-        progress=False, command=None, evaluate_test=True, loaders=None):
+        progress=False, command=None, evaluate_test=True, loaders=None,
+        trust_pickled_state=False):
     """Train configuration ``config`` to ``epochs`` epochs in ``output_dir`` and report.
 
     A folder that already holds a run of the same configuration is continued from its last
@@ -615,6 +649,10 @@ def run(config, epochs, output_dir, data_dir=None, ctx=None, mc_samples=MC_SAMPL
         Loaders from :func:`gluon_bbb.data.get_loaders` with this configuration's data
         settings (dataset, batch size, preprocessing, validation split, subset), to share
         them between runs; default: loaded here.
+    trust_pickled_state : bool
+        Resuming from a checkpoint of format 1: unpickle its optimizer state (runs code from
+        the file) instead of starting the optimizer afresh. See
+        :meth:`gluon_bbb.BBBTrainer.load`.
 
     Returns
     -------
@@ -625,14 +663,25 @@ def run(config, epochs, output_dir, data_dir=None, ctx=None, mc_samples=MC_SAMPL
     Raises
     ------
     ValueError
-        ``output_dir`` holds another configuration, or bad arguments.
+        ``output_dir`` holds another configuration, bad arguments, or a damaged file
+        (:class:`~gluon_bbb.checkpoint.CheckpointError`).
+    RunFolderBusyError
+        Another process is writing ``output_dir`` (see :mod:`gluon_bbb.runlock`).
     """
     if isinstance(config, str):
         config = get_config(config)
     check_int("epochs", epochs)
     check_int("mc_samples", mc_samples)
-    start = time.time()
     ctx = resolve_context(ctx)
+    with RunFolderLock(output_dir):
+        return _run_locked(config, epochs, output_dir, data_dir, ctx, mc_samples, progress,
+                           command, evaluate_test, loaders, trust_pickled_state)
+
+
+def _run_locked(config, epochs, output_dir, data_dir, ctx, mc_samples, progress, command,
+                evaluate_test, loaders, trust_pickled_state):
+    """:func:`run`, holding the folder's writer lock."""
+    start = time.time()
     check_run_dir(output_dir, config)
     if loaders is None:
         loaders = _loaders(config, data_dir, ctx)
@@ -642,7 +691,7 @@ def run(config, epochs, output_dir, data_dir=None, ctx=None, mc_samples=MC_SAMPL
     os.makedirs(output_dir, exist_ok=True)
     epochs_before = 0
     if os.path.exists(checkpoint):
-        runner.load(checkpoint)
+        runner.load(checkpoint, trust_pickled_state=trust_pickled_state)
         epochs_before = runner.epoch
         best = _best_of(runner.history)
         if best is not None:
@@ -692,8 +741,10 @@ def _read_sessions(run_dir):
     path = os.path.join(run_dir, SESSIONS)
     if not os.path.exists(path):
         return []
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
+    sessions = read_json(path, "a list of training sessions", kind=list)
+    if not all(isinstance(session, dict) for session in sessions):
+        raise CheckpointError(f"{path} holds something other than session records")
+    return sessions
 
 
 # ---------------------------------------------------------------------------- report
@@ -756,7 +807,7 @@ def report(run_dir, mc_samples=MC_SAMPLES, data_dir=None, ctx=None, command=None
     config = read_run_config(run_dir)
     ctx = resolve_context(ctx)
     files = FILES[_kind(config)]
-    metadata = _checkpoint_metadata(os.path.join(run_dir, files["checkpoint"]))
+    metadata = _checkpoint_metadata(os.path.join(run_dir, files["checkpoint"]), _kind(config))
     history = [renamed_record(record) for record in metadata.get("history", [])]
     best = _best_of(metadata.get("history", []))
     if best is None and not metadata and os.path.isfile(os.path.join(run_dir, files["best"])):
@@ -830,8 +881,11 @@ def read_result(run_dir):
     path = os.path.join(run_dir, RESULT)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path} not found: run 'gluon-bbb reproduce-report {run_dir}'")
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
+    result = read_json(path, "a run's report")
+    history = checked_field(result, "history", list, path, optional=True, default=[])
+    if not all(isinstance(record, dict) for record in history):
+        raise CheckpointError(f"{path}: its history holds something other than epoch records")
+    return result
 
 
 def results_table(results):
@@ -926,7 +980,7 @@ def _trial_name(setting):
 
 
 def search(settings, epochs, output_dir, base="bbb-mixture-400", overrides=None, data_dir=None,
-           ctx=None, progress=False, command=None):
+           ctx=None, progress=False, command=None, trust_pickled_state=False):
     """Train each setting for ``epochs`` epochs and tabulate their validation errors.
 
     Each trial is a reproduce run (resumable, early stopping on validation) in
@@ -944,6 +998,8 @@ def search(settings, epochs, output_dir, base="bbb-mixture-400", overrides=None,
         A Bayes-by-Backprop configuration of :data:`CONFIGS`.
     overrides : dict, optional
         Applied to every trial, e.g. ``{"hidden": [16], "subset": 256}`` for a smoke run.
+    trust_pickled_state : bool
+        Passed to :func:`run` for every trial.
 
     Returns
     -------
@@ -972,7 +1028,8 @@ def search(settings, epochs, output_dir, base="bbb-mixture-400", overrides=None,
     for number, (setting, config, trial_dir) in enumerate(configs, 1):
         logger.info("trial %d/%d: %s", number, len(configs), setting)
         summary = run(config, epochs, trial_dir, data_dir=data_dir, ctx=ctx, progress=progress,
-                      command=command, evaluate_test=False, loaders=loaders)
+                      command=command, evaluate_test=False, loaders=loaders,
+                      trust_pickled_state=trust_pickled_state)
         rows.append(dict(setting, trial=os.path.basename(trial_dir), epochs=summary["epochs_run"],
                          best_epoch=summary["best_epoch"],
                          validation_error=summary["validation_error"],
@@ -988,8 +1045,10 @@ def _read_search(output_dir, base, overrides):
     path = os.path.join(output_dir, SEARCH_JSON)
     if not os.path.exists(path):
         return {}
-    with open(path, encoding="utf-8") as handle:
-        saved = json.load(handle)
+    saved = read_json(path, "a search table")
+    rows = checked_field(saved, "rows", list, path, optional=True, default=[])
+    if not all(isinstance(row, dict) and isinstance(row.get("trial"), str) for row in rows):
+        raise CheckpointError(f"{path}: its rows are not search results")
     if saved.get("base") != base or saved.get("overrides") != overrides:
         raise ValueError(f"{path} holds a search of {saved.get('base')} with overrides "
                          f"{saved.get('overrides')}, not of {base} with {overrides}; choose "
@@ -1053,15 +1112,17 @@ def machine_info(ctx=None):
     }
 
 
-def _checkpoint_metadata(path):
-    """The metadata of a checkpoint file without reading its arrays ({} if there is none)."""
+def _checkpoint_metadata(path, kind):
+    """The metadata of a checkpoint file without reading its arrays ({} if there is none),
+    with its epoch and history checked; ``kind`` is 'bbb' or 'deterministic'."""
     if not os.path.isfile(path):
         return {}
-    try:
-        with zipfile.ZipFile(path) as archive:
-            return json.loads(archive.read("metadata.json"))
-    except (zipfile.BadZipFile, KeyError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path} is not a gluon_bbb checkpoint: {error}") from None
+    metadata = read_metadata(path)
+    epoch = checked_field(metadata, "epoch", int, path)
+    history = checked_field(metadata, "history", list, path)
+    if metadata.get("kind", "bbb") != kind or epoch < 0 or not all(_is_record(r) for r in history):
+        raise CheckpointError(f"{path} is not a {kind} checkpoint with a well-formed history")
+    return metadata
 
 
 def _copy_atomically(source, target):

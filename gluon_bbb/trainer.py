@@ -26,7 +26,8 @@ from mxnet import autograd, gluon, nd
 from tqdm import tqdm
 
 from ._checks import check_int, check_positive
-from .checkpoint import load_trainer_states, read_checkpoint, trainer_states, write_checkpoint
+from . import optimizer_state
+from .checkpoint import CheckpointError, checked_field, read_checkpoint, write_checkpoint
 from .context import resolve_context
 from ._math import softplus
 from .fused import FusedAdam, finite_guard, fused_status, normal_sample, variational_sample
@@ -39,7 +40,6 @@ __all__ = ["BBBTrainer", "NonFiniteLossError", "SAMPLING_METHODS"]
 
 logger = logging.getLogger(__name__)
 
-CHECKPOINT_FORMAT = 1
 #: Examples per forward pass when evaluating (the user's batches are joined up to this size).
 EVAL_BATCH_SIZE = 2500
 #: The ``sampling`` choices of :meth:`BBBTrainer.predict_proba` and :meth:`BBBTrainer.evaluate`.
@@ -77,9 +77,12 @@ class BBBTrainer:
     mu_init, rho_init
         See :class:`~gluon_bbb.posterior.VariationalPosterior`.
     seed : int, optional
-        Seeds the noise eps; by default it is drawn from MXNet's generator. On the fused
-        path, :meth:`fit` reseeds MXNet's CPU generator from (seed, epoch) at the start of
-        every epoch, so a resumed run draws the same noise as an uninterrupted one.
+        Seeds the noise eps; by default it is drawn from MXNet's generator. The fused
+        operator draws eps from MXNet's generator; the pure-MXNet path from
+        :class:`~gluon_bbb.posterior.GaussianNoise` (a NumPy generator on the CPU, MXNet's
+        generator on the device elsewhere). :meth:`fit` reseeds all of them from
+        (seed, epoch) at the start of every epoch, on every path and context, so a resumed run
+        draws the same noise as an uninterrupted one.
     hybridize : bool
         Hybridize the network (if it is a HybridBlock), the posterior and the loss.
     fused : bool or None
@@ -174,9 +177,12 @@ class BBBTrainer:
             self.trainer = gluon.Trainer(self.posterior.collect_params(), optimizer)
         else:
             self.trainer = gluon.Trainer(self.posterior.collect_params(), optimizer, self.optimizer_params)
-        self.noise = GaussianNoise(self.posterior.shapes, self.ctx, dtype=self.posterior.dtype, seed=self.seed)
-        if self.seed is None:  # the fused path's per-epoch seeds derive from this one
-            self.seed = int(self.noise.generator.integers(0, 2**31 - 1))
+        # Host draws are the faster on the CPU; elsewhere the device draws its own noise.
+        generator = "numpy" if self.ctx.device_type == "cpu" else "mxnet"
+        self.noise = GaussianNoise(self.posterior.shapes, self.ctx, dtype=self.posterior.dtype,
+                                   seed=self.seed, generator=generator)
+        if self.seed is None:  # fit's per-epoch seeds derive from this one
+            self.seed = int(nd.random.randint(0, 2**31 - 1, shape=(1,), ctx=mx.cpu()).asscalar())
         if not self.fused:  # constants of the pure-MXNet non-finite check
             self._zeros = [nd.zeros(p.shape, ctx=self.ctx, dtype=p.dtype) for p in self.variational_params]
             self._ones = [nd.ones((int(np.prod(p.shape)),), ctx=self.ctx, dtype=p.dtype)
@@ -344,8 +350,11 @@ class BBBTrainer:
             start = time.time()
             if learning_rate_schedule is not None:
                 self.trainer.set_learning_rate(_checked_learning_rate(learning_rate_schedule(epoch), epoch))
-            if self.fused:  # the operator draws eps from MXNet's generator: reseed per epoch
-                mx.random.seed(_epoch_seed(self.seed, epoch), ctx=mx.cpu())
+            # The fused operator draws eps from MXNet's generator, the pure path from
+            # self.noise: reseed both from (seed, epoch), whatever the path and context.
+            epoch_seed = _epoch_seed(self.seed, epoch)
+            mx.random.seed(epoch_seed, ctx=self.ctx)
+            self.noise.reseed(epoch_seed)
             sums = nd.zeros((3,), ctx=self.ctx, dtype=dtype)  # cost, nll, weighted complexity
             counts = nd.zeros((3,), ctx=self.ctx, dtype=dtype)  # mistakes, skipped steps, bad labels
             statistics = _StepStatistics(self.loss.likelihood == "softmax", self.num_outputs)
@@ -591,15 +600,15 @@ class BBBTrainer:
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, path):
-        """Atomically write mu, rho, the optimizer state, the settings and the history."""
+        """Atomically write mu, rho, the optimizer state, the settings and the history.
+
+        The file is a :mod:`gluon_bbb.checkpoint` (no pickle); the optimizer state is stored
+        for Adam and SGD (:mod:`gluon_bbb.optimizer_state`), other optimizers' is not.
+        """
         if self.posterior is None:
             raise RuntimeError("nothing to save: the trainer has not seen any data yet")
-        arrays = {p.name[len(self.posterior.prefix):]: p.data() for p in self.variational_params}
-        for name, param in self.net.collect_params().items():
-            if param.grad_req == "null" and not getattr(param, "_gluon_bbb_target", False):
-                arrays["net:" + name] = param.data()  # e.g. BatchNorm running statistics
         metadata = {
-            "format": CHECKPOINT_FORMAT,
+            "kind": "bbb",
             "epoch": self.epoch,
             "history": self.history,
             "prior": self.loss.prior.config(),
@@ -612,45 +621,106 @@ class BBBTrainer:
                                  if isinstance(v, (int, float, str, bool))},
             "parameter_names": self.posterior.names,
             "shapes": [list(s) for s in self.posterior.shapes],
-            "noise_state": self.noise.get_state(),
             "seed": self.seed,
+            "noise_state": self.noise.get_state(),
         }
-        write_checkpoint(path, arrays, metadata, trainer_states(self.trainer))
+        write_checkpoint(path, self._checkpoint_arrays(), metadata,
+                         optimizer_state.capture(self.trainer))
 
-    def load(self, path):
+    def _checkpoint_arrays(self):
+        """name -> NDArray of everything a checkpoint stores: mu and rho, and the network's
+        other non-trainable arrays (e.g. BatchNorm running statistics) as 'net:<name>'."""
+        arrays = {p.name[len(self.posterior.prefix):]: p.data() for p in self.variational_params}
+        for name, param in self.net.collect_params().items():
+            if param.grad_req == "null" and not getattr(param, "_gluon_bbb_target", False):
+                arrays["net:" + name] = param.data()
+        return arrays
+
+    def load(self, path, optimizer=True, trust_pickled_state=False):
         """Restore a checkpoint written by :meth:`save` into this trainer.
 
         The network must have the same architecture; its shapes must be known (initialise it
-        and run one forward pass, or build the trainer from a net with known shapes).
+        and run one forward pass, or build the trainer from a net with known shapes). The
+        whole file is read and checked before the trainer changes: a bad file raises a
+        :class:`~gluon_bbb.checkpoint.CheckpointError` (a ValueError) naming the file and
+        the problem, and leaves the trainer as it was. Loading never unpickles anything
+        unless ``trust_pickled_state=True``.
+
+        Parameters
+        ----------
+        path : str
+        optimizer : bool
+            Also restore the optimizer state, to continue training (default). False only
+            restores the network, its prior, epoch and history, and never opens the
+            optimizer entry (for evaluating, pruning, plotting).
+        trust_pickled_state : bool
+            Files of checkpoint format 1 hold their optimizer state as a pickle; it is skipped
+            with a warning (the optimizer starts afresh) unless this is True. Unpickling runs
+            code from the file: only pass True for files you wrote yourself.
+
+        Returns
+        -------
+        dict, the checkpoint's metadata.
         """
-        arrays, metadata, states = read_checkpoint(path)
         if self.posterior is None:
             raise RuntimeError(
                 "the network's parameter shapes are unknown: run one forward pass through it "
                 "before BBBTrainer(...) and load()"
             )
-        shapes = [tuple(s) for s in metadata["shapes"]]
-        if shapes != self.posterior.shapes:
-            raise ValueError(f"checkpoint {path} has parameter shapes {shapes}, the network {self.posterior.shapes}")
-        for param in self.variational_params:
-            param.set_data(arrays[param.name[len(self.posterior.prefix):]])
+        arrays = self._checkpoint_arrays()
+        stored = read_checkpoint(path, expected={name: a.shape for name, a in arrays.items()},
+                                 with_optimizer=optimizer, trust_pickled_state=trust_pickled_state)
+        metadata = stored.metadata
+        epoch = checked_field(metadata, "epoch", int, path)
+        history = checked_field(metadata, "history", list, path)
+        if epoch < 0 or not all(isinstance(record, dict) for record in history):
+            raise CheckpointError(f"{path}: epoch {epoch} or its history is malformed")
+        seed = checked_field(metadata, "seed", int, path, optional=True, default=self.seed)
+        noise_state = metadata.get("noise_state")
+        if noise_state is not None:
+            try:  # checked on a spare generator before the trainer changes
+                GaussianNoise([], mx.cpu(), seed=0).set_state(noise_state)
+            except ValueError as error:
+                raise CheckpointError(f"{path}: noise_state: {error}") from None
+        try:
+            prior = prior_from_config(checked_field(metadata, "prior", dict, path))
+        except (TypeError, ValueError) as error:
+            raise CheckpointError(f"{path}: the stored prior is not valid ({error})") from None
+        values = {name: nd.array(stored.arrays[name], ctx=self.ctx, dtype=array.dtype)
+                  for name, array in arrays.items()}
+        if optimizer:
+            self._restore_optimizer(path, stored)  # checks everything before it changes anything
         for name, param in self.net.collect_params().items():
-            if "net:" + name in arrays:
-                param.set_data(arrays["net:" + name])
-        prior = prior_from_config(metadata["prior"])
+            if "net:" + name in values:
+                param.set_data(values["net:" + name])
+        for param in self.variational_params:
+            param.set_data(values[param.name[len(self.posterior.prefix):]])
         if prior != self.loss.prior:
             logger.warning("replacing the loss's prior %r by the checkpoint's %r", self.loss.prior, prior)
             self.loss.prior = prior
             if self.hybridize:
                 self.loss.hybridize()  # drops the cached graph built with the old prior
-        if states is not None:
-            load_trainer_states(self.trainer, states)
-        self.noise.set_state(metadata["noise_state"])
-        self.seed = int(metadata.get("seed", self.seed))
-        self.epoch = int(metadata["epoch"])
-        self.history = list(metadata["history"])
+        if noise_state is not None:
+            self.noise.set_state(noise_state)  # MC predictions continue the saved stream
+        self.seed = seed
+        self.epoch = epoch
+        self.history = list(history)
         self.set_mean()
         return metadata
+
+    def _restore_optimizer(self, path, stored):
+        """The optimizer state of a checkpoint into ``self.trainer``, or a warning that it
+        starts afresh."""
+        if stored.optimizer is not None:
+            optimizer_state.restore(self.trainer, *stored.optimizer, source=path)
+        elif stored.pickled_optimizer is not None:
+            optimizer_state.load_pickled(self.trainer, stored.pickled_optimizer)
+        elif optimizer_state.family(self.trainer.optimizer) is None:
+            logger.warning("%s: the state of optimizer %s is not stored in checkpoints; it starts "
+                           "afresh", path, type(self.trainer.optimizer).__name__)
+        elif stored.metadata.get("epoch"):
+            logger.warning("%s holds no optimizer state (a slimmed checkpoint?); the optimizer "
+                           "starts afresh", path)
 
 
 class _StepStatistics(gluon.HybridBlock):

@@ -1,6 +1,5 @@
 """Tests of gluon_bbb.data: synthetic IDX files, search order, preprocessing,
 ArrayLoader, and (when available) the real MNIST / Fashion-MNIST files."""
-import gzip
 import os
 from pathlib import Path
 
@@ -20,53 +19,7 @@ from gluon_bbb.data import (
     preprocess,
     read_idx,
 )
-
-# ----------------------------------------------------------------------------
-# Helpers: small synthetic IDX files
-# ----------------------------------------------------------------------------
-
-
-def idx_bytes(array, magic=None):
-    """IDX encoding of a uint8 array (header + payload)."""
-    array = np.asarray(array, dtype=np.uint8)
-    if magic is None:
-        magic = 0x0800 + array.ndim
-    header = magic.to_bytes(4, "big") + b"".join(
-        d.to_bytes(4, "big") for d in array.shape)
-    return header + array.tobytes()
-
-
-def write_idx(path, array, gz=True, magic=None):
-    content = idx_bytes(array, magic)
-    path = Path(path)
-    if gz:
-        path = path.with_name(path.name + ".gz")
-        with gzip.open(path, "wb") as stream:
-            stream.write(content)
-    else:
-        path.write_bytes(content)
-    return path
-
-
-def make_split(n, seed):
-    rng = np.random.default_rng(seed)
-    images = rng.integers(0, 256, size=(n, 28, 28), dtype=np.uint8)
-    labels = (np.arange(n) % 10).astype(np.uint8)
-    return images, labels
-
-
-def write_dataset(folder, n_train=12, n_test=5, gz=True, seed=0):
-    """Write the four IDX files into ``folder``; return the arrays written."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    arrays = {}
-    for split, prefix, n in (("train", "train", n_train), ("test", "t10k", n_test)):
-        images, labels = make_split(n, seed + (split == "test"))
-        write_idx(folder / f"{prefix}-images-idx3-ubyte", images, gz=gz)
-        write_idx(folder / f"{prefix}-labels-idx1-ubyte", labels, gz=gz)
-        arrays[split] = (images, labels)
-    return arrays
-
+from synthetic import idx_bytes, make_split, write_content, write_dataset, write_idx
 
 @pytest.fixture
 def isolated(tmp_path, monkeypatch):
@@ -108,14 +61,8 @@ def test_read_idx_gzip_detected_by_content(tmp_path):
 
 @pytest.mark.parametrize("gz", [True, False])
 def test_read_idx_truncated_names_file_and_sizes(tmp_path, gz):
-    path = tmp_path / "train-images-idx3-ubyte"
     content = idx_bytes(np.zeros((60000, 28, 28), np.uint8))[:16 + 1000]
-    if gz:
-        path = path.with_name(path.name + ".gz")
-        with gzip.open(path, "wb") as stream:
-            stream.write(content)
-    else:
-        path.write_bytes(content)
+    path = write_content(tmp_path / "train-images-idx3-ubyte", content, gz=gz)
     with pytest.raises(IDXFormatError) as info:
         read_idx(path)
     message = str(info.value)

@@ -74,20 +74,44 @@ def test_posterior_needs_known_shapes():
         VariationalPosterior(net)
 
 
-def test_gaussian_noise_is_standard_normal_and_seeded():
+@pytest.mark.parametrize("generator", ["numpy", "mxnet"])
+def test_gaussian_noise_is_standard_normal_and_reseeded(generator):
     shapes = [(300, 700), (300,), (10, 300)]
-    noise = GaussianNoise(shapes, mx.cpu(), seed=3)
+    noise = GaussianNoise(shapes, mx.cpu(), seed=3, generator=generator)
+    noise.reseed(5)
     samples = noise.sample()
     assert [s.shape for s in samples] == shapes
     values = np.concatenate([s.asnumpy().ravel() for s in samples])
     assert abs(values.mean()) < 0.005 and abs(values.std() - 1) < 0.005
+    mx.random.seed(99)  # disturbs MXNet's generator: reseed must still decide
+    other = GaussianNoise(shapes, mx.cpu(), seed=4, generator=generator)
+    other.reseed(5)
+    np.testing.assert_array_equal(samples[2].asnumpy(), other.sample()[2].asnumpy())
+    other.reseed(6)
+    assert not np.array_equal(samples[2].asnumpy(), other.sample()[2].asnumpy())
+    assert GaussianNoise(shapes, mx.cpu(), dtype="float64", generator=generator).sample()[0].dtype \
+        == np.float64
+    with pytest.raises(ValueError, match="generator must be one of"):
+        GaussianNoise(shapes, mx.cpu(), generator="torch")
+
+
+def test_gaussian_noise_seed_and_state():
+    shapes = [(300, 700), (300,), (10, 300)]
+    noise = GaussianNoise(shapes, mx.cpu(), seed=3)
+    state = noise.get_state()
+    samples = noise.sample()
     again = GaussianNoise(shapes, mx.cpu(), seed=3).sample()
     np.testing.assert_array_equal(samples[2].asnumpy(), again[2].asnumpy())
+    noise.set_state(state)
+    np.testing.assert_array_equal(samples[0].asnumpy(), noise.sample()[0].asnumpy())
+    with pytest.raises(ValueError, match="not a state of the noise generator"):
+        noise.set_state({"bit_generator": "PCG64", "state": "x"})
     mx.random.seed(42)
     a = GaussianNoise(shapes, mx.cpu()).sample()[1].asnumpy()
     mx.random.seed(42)
     b = GaussianNoise(shapes, mx.cpu()).sample()[1].asnumpy()
     np.testing.assert_array_equal(a, b)
+    assert GaussianNoise(shapes, mx.cpu(), generator="mxnet").get_state() is None
 
 
 def test_resolve_context():

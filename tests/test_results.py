@@ -4,10 +4,12 @@ the baselines) on the real test set gives the error recorded in its result.json
 import json
 import pathlib
 import shutil
+import zipfile
 
 import pytest
 
 from gluon_bbb import data, reproduce
+from gluon_bbb.checkpoint import read_metadata
 from gluon_bbb.cli import main
 
 RESULTS = pathlib.Path(__file__).resolve().parent.parent / "results"
@@ -25,6 +27,16 @@ def _data_or_skip(dataset="mnist"):
 
 #: The committed deterministic baselines of Table 1 (best.params only, no per-epoch checkpoint).
 BASELINE_RUNS = ["sgd-400", "dropout-400"]
+
+
+def test_committed_checkpoints_are_in_the_current_format_without_optimizer_state():
+    """Migrated by scripts/migrate_checkpoints.py --slim: nothing committed holds a pickle."""
+    checkpoints = sorted(RESULTS.glob("*/*.bbb"))
+    assert len(checkpoints) >= len(HEADLINE_RUNS)
+    for path in checkpoints:
+        assert read_metadata(path)["format"] == 2, path
+        with zipfile.ZipFile(path) as archive:
+            assert sorted(archive.namelist()) == ["arrays.bin", "metadata.json"], path
 
 
 @pytest.mark.parametrize("name", BASELINE_RUNS)

@@ -1,0 +1,96 @@
+"""One writer per run folder.
+
+``train``, ``reproduce`` and every ``search`` trial hold an exclusive lock on their run folder
+while they write it: ``fcntl.flock`` on the file :data:`LOCK_FILE` inside it. The operating
+system releases the lock when the process ends, however it ends (even by SIGKILL), so a
+crashed run never leaves the folder locked. A second writer is refused at once with a
+:class:`RunFolderBusyError` naming the folder and the holder's pid. Within one process the
+lock is re-entrant (the command line holds it around ``reproduce.run``, which takes it too). Readers (``evaluate``,
+``prune``, ``plot``, ...) take no lock: checkpoints are replaced atomically. The writer that
+takes the lock removes the temporary files a killed writer may have left half-written.
+"""
+import errno
+import fcntl
+import logging
+import os
+
+from .checkpoint import remove_stale_temporary_files
+
+__all__ = ["LOCK_FILE", "RunFolderBusyError", "RunFolderLock"]
+
+logger = logging.getLogger(__name__)
+
+#: The lock file inside a run folder; it holds the pid of the last process that locked it.
+LOCK_FILE = ".writer.lock"
+#: Folders (real paths) this process holds, with how many times each is entered.
+_HELD = {}
+
+
+class RunFolderBusyError(ValueError):
+    """Another process is writing the run folder."""
+
+
+class RunFolderLock:
+    """``with RunFolderLock(folder):`` -- hold the folder's writer lock (creating the folder).
+
+    Parameters
+    ----------
+    folder : str
+
+    Raises
+    ------
+    RunFolderBusyError
+        On entering, if another process holds the lock.
+    """
+
+    def __init__(self, folder):
+        self.folder = os.fspath(folder)
+        self.path = os.path.join(self.folder, LOCK_FILE)
+        self.descriptor = None
+        self.key = None
+
+    def __enter__(self):
+        os.makedirs(self.folder, exist_ok=True)
+        self.key = os.path.realpath(self.folder)
+        if self.key in _HELD:
+            _HELD[self.key] += 1
+            return self
+        descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as error:
+            holder = _read_pid(descriptor)
+            os.close(descriptor)
+            if error.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise
+            raise RunFolderBusyError(
+                f"{self.folder} is being written by another process (pid {holder or 'unknown'}); "
+                "wait for it to finish, stop it, or choose another output folder") from None
+        os.ftruncate(descriptor, 0)
+        os.pwrite(descriptor, f"{os.getpid()}\n".encode("ascii"), 0)
+        self.descriptor = descriptor
+        _HELD[self.key] = 1
+        removed = remove_stale_temporary_files(self.folder)
+        if removed:
+            logger.info("removed %d half-written temporary file(s) of an interrupted writer in %s",
+                        len(removed), self.folder)
+        return self
+
+    def __exit__(self, *exc_info):
+        _HELD[self.key] -= 1
+        if not _HELD[self.key]:
+            del _HELD[self.key]
+        if self.descriptor is not None:
+            fcntl.flock(self.descriptor, fcntl.LOCK_UN)
+            os.close(self.descriptor)
+            self.descriptor = None
+        return False
+
+
+def _read_pid(descriptor):
+    """The pid written in the lock file, or None."""
+    try:
+        text = os.pread(descriptor, 32, 0).decode("ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return int(text) if text.isdigit() else None

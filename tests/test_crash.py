@@ -1,0 +1,107 @@
+"""Training never loses work: a real ``gluon-bbb train`` process killed with SIGKILL at random
+moments, and resumed after each kill, leaves a checkpoint that always loads and ends with the
+network an uninterrupted run trains, bit for bit."""
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+
+from gluon_bbb.checkpoint import read_checkpoint, read_json
+
+KILLS = 20
+EPOCHS = 60
+
+
+def _command(data_dir, out):
+    return [sys.executable, "-m", "gluon_bbb", "train", "--data-dir", str(data_dir),
+            "--subset", "1024", "--hidden", "100", "--batch-size", "32", "--epochs", str(EPOCHS),
+            "--no-progress", "--resume", "--output-dir", str(out)]
+
+
+class _Process:
+    """A training process whose stderr is drained by a thread; ``started`` is set once it has
+    begun training (its 'start:' log line)."""
+
+    def __init__(self, command):
+        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.PIPE, text=True,
+                                        env=dict(os.environ, OMP_NUM_THREADS="1"))
+        self.started, self.lines = threading.Event(), []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.process.stderr:
+            self.lines.append(line)
+            if "start:" in line:
+                self.started.set()
+        self.started.set()  # the process ended
+
+    def wait(self):
+        code = self.process.wait(timeout=300)
+        self.reader.join(timeout=10)
+        return code
+
+
+def _check_folder(out, epochs_before):
+    """The folder after a kill: every file there loads; returns the checkpoint's epoch."""
+    checkpoint = out / "checkpoint.bbb"
+    if not checkpoint.exists():
+        return epochs_before
+    stored = read_checkpoint(checkpoint, with_optimizer=True)
+    epoch = stored.metadata["epoch"]
+    assert len(stored.metadata["history"]) == epoch >= epochs_before
+    assert stored.optimizer is not None and stored.arrays
+    read_json(out / "config.json")
+    return epoch
+
+
+def test_sigkill_at_random_moments_never_loses_work(tmp_path, fake_mnist):
+    rng = random.Random(0)
+    out = tmp_path / "killed"
+    kills, epoch, started = 0, 0, time.time()
+    while kills < KILLS:
+        assert time.time() - started < 300, f"only {kills} kills in 300 s"
+        run = _Process(_command(fake_mnist, out))
+        if kills % 5 == 4:  # now and then anywhere, start-up and config writing included
+            time.sleep(rng.uniform(0.0, 2.0))
+        else:  # mostly during training and checkpoint writes
+            run.started.wait(timeout=120)
+            time.sleep(rng.uniform(0.0, 0.5))
+        if run.process.poll() is not None:  # finished before the kill: nothing to kill
+            assert run.wait() == 0, "".join(run.lines)
+            break
+        run.process.send_signal(signal.SIGKILL)
+        assert run.wait() == -signal.SIGKILL
+        kills += 1
+        epoch = _check_folder(out, epoch)
+    assert kills == KILLS, f"the run finished after {kills} kills: make it longer"
+    assert epoch < EPOCHS  # the kills interrupted it
+    leftovers = [name for name in os.listdir(out) if name.endswith(".tmp")]
+    finish = _Process(_command(fake_mnist, out))
+    assert finish.wait() == 0, "".join(finish.lines)
+    assert not [name for name in os.listdir(out) if name.endswith(".tmp")], leftovers
+
+    reference = tmp_path / "uninterrupted"
+    whole = _Process(_command(fake_mnist, reference))
+    assert whole.wait() == 0, "".join(whole.lines)
+    a = read_checkpoint(out / "checkpoint.bbb", with_optimizer=True)
+    b = read_checkpoint(reference / "checkpoint.bbb", with_optimizer=True)
+    assert a.metadata["epoch"] == b.metadata["epoch"] == EPOCHS
+    for name in b.arrays:
+        np.testing.assert_array_equal(a.arrays[name], b.arrays[name])
+    assert a.optimizer[0] == b.optimizer[0]
+    for name in b.optimizer[1]:
+        np.testing.assert_array_equal(a.optimizer[1][name], b.optimizer[1][name])
+
+    def without_times(history):
+        return [{k: v for k, v in record.items() if k != "seconds"} for record in history]
+    assert without_times(a.metadata["history"]) == without_times(b.metadata["history"])
+    metrics_a, metrics_b = read_json(out / "metrics.json"), read_json(reference / "metrics.json")
+    assert metrics_a["test_error_mean"] == metrics_b["test_error_mean"]
+    assert metrics_a["test_error_mc"] == metrics_b["test_error_mc"]

@@ -1,0 +1,129 @@
+"""One writer per run folder (gluon_bbb.runlock), through the API and the command line, and a
+GPU that this MXNet build cannot run named at once (gluon_bbb.context)."""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import mxnet as mx
+import pytest
+
+from gluon_bbb import context
+from gluon_bbb.cli import main
+from gluon_bbb.runlock import LOCK_FILE, RunFolderBusyError, RunFolderLock
+
+HOLD = textwrap.dedent("""
+    import sys, time
+    from gluon_bbb.runlock import RunFolderLock
+    with RunFolderLock(sys.argv[1]):
+        print("locked", flush=True)
+        time.sleep(120)
+""")
+
+
+@pytest.fixture
+def held(tmp_path):
+    """A run folder whose lock another process holds; yields (folder, that process)."""
+    folder = tmp_path / "run"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(folder)], stdout=subprocess.PIPE,
+                              text=True)
+    assert holder.stdout.readline().strip() == "locked"
+    yield folder, holder
+    holder.kill()
+    holder.wait()
+
+
+def test_a_second_writer_is_refused_with_the_folder_and_the_holders_pid(held):
+    folder, holder = held
+    with pytest.raises(RunFolderBusyError, match=f"{folder} is being written by another "
+                                                 f"process \\(pid {holder.pid}\\)"):
+        with RunFolderLock(folder):
+            pass
+
+
+def test_the_lock_is_released_when_the_holder_is_killed(held):
+    folder, holder = held
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    with RunFolderLock(folder):  # the operating system released it
+        assert int((folder / LOCK_FILE).read_text()) == os.getpid()
+
+
+def test_the_lock_is_reentrant_within_a_process(tmp_path):
+    with RunFolderLock(tmp_path / "a"):
+        with RunFolderLock(tmp_path / "a"):
+            pass
+        probe = subprocess.run([sys.executable, "-c", HOLD.replace("time.sleep(120)", ""),
+                                str(tmp_path / "a")], capture_output=True, text=True)
+        assert probe.returncode != 0 and "RunFolderBusyError" in probe.stderr
+    probe = subprocess.run([sys.executable, "-c", HOLD.replace("time.sleep(120)", ""),
+                            str(tmp_path / "a")], capture_output=True, text=True)
+    assert probe.returncode == 0
+
+
+@pytest.mark.parametrize("command", [
+    ["train", "--resume", "--epochs", "1", "--no-progress", "--output-dir"],
+    ["reproduce", "bbb-mixture-400", "--epochs", "1", "--hidden", "8", "--output-dir"],
+    ["reproduce", "sgd-400", "--epochs", "1", "--hidden", "8", "--output-dir"],
+])
+def test_writing_commands_exit_2_on_a_folder_another_process_writes(held, command, capsys):
+    folder, holder = held
+    assert main(command + [str(folder)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"pid {holder.pid}" in err[0] and str(folder) in err[0]
+    assert sorted(os.listdir(folder)) == [LOCK_FILE]  # nothing was written
+
+
+def test_search_trials_take_the_lock(tmp_path, fake_mnist):
+    trial = tmp_path / "search" / "lr0.001_samples1_pi0.5_logsigma1-0_logsigma2-6"
+    with RunFolderLock(trial):  # this process writes the trial's folder
+        probe = subprocess.run(
+            [sys.executable, "-m", "gluon_bbb", "search", "--epochs", "1", "--settings",
+             "lr=1e-3", "--hidden", "8", "--subset", "64", "--data-dir", str(fake_mnist),
+             "--output-dir", str(tmp_path / "search"), "--no-progress"],
+            capture_output=True, text=True)
+    assert probe.returncode == 2, probe.stderr
+    assert f"{trial} is being written by another process (pid {os.getpid()})" in probe.stderr
+    assert "Traceback" not in probe.stderr
+
+
+# ---------------------------------------------------------------------------- GPUs
+def test_a_gpu_this_mxnet_cannot_run_is_named_at_once(monkeypatch):
+    """An H100 with the MXNet 1.9.1 CUDA wheels: the device exists, kernels fail."""
+    monkeypatch.setattr(mx.context, "num_gpus", lambda: 1)
+
+    def no_kernel(ctx):
+        raise mx.base.MXNetError("[10:00:00] src/operator/tensor/elemwise_binary_scalar_op.h:"
+                                 "Check failed: err == cudaSuccess (209 vs. 0) : Name: "
+                                 "mxnet_generic_kernel ErrStr:no kernel image is available for "
+                                 "execution on the device\nStack trace: ...")
+    monkeypatch.setattr(context, "_run_one_kernel", no_kernel)
+    monkeypatch.setattr(context, "gpu_compute_capability", lambda device_id=0: "9.0")
+    with pytest.raises(ValueError) as caught:
+        context.resolve_context("gpu(0)")
+    message = str(caught.value)
+    assert "gpu(0) (compute capability 9.0)" in message
+    assert "no kernel image is available" in message and "sm_90" in message
+    assert "5.0-8.6" in message and "\n" not in message
+    monkeypatch.setattr(context, "gpu_compute_capability", lambda device_id=0: None)
+    with pytest.raises(ValueError, match="an unknown compute capability"):
+        context.resolve_context(mx.gpu(0))
+
+
+def test_a_gpu_that_runs_is_accepted_and_checked_once(monkeypatch):
+    monkeypatch.setattr(mx.context, "num_gpus", lambda: 2)
+    calls = []
+    monkeypatch.setattr(context, "_run_one_kernel", calls.append)
+    monkeypatch.setattr(context, "_CHECKED_GPUS", set())
+    assert context.resolve_context("gpu(1)") == mx.gpu(1)
+    assert context.resolve_context("gpu:1") == mx.gpu(1)
+    assert calls == [mx.gpu(1)]
+
+
+def test_the_compute_capability_query_needs_no_mxnet_and_fails_softly():
+    started = time.time()
+    capability = context.gpu_compute_capability(0)
+    assert capability is None or capability.count(".") == 1  # None on a machine without CUDA
+    assert time.time() - started < 10
