@@ -35,11 +35,12 @@ import mxnet as mx
 import numpy as np
 
 from . import bandit
-from .checkpoint import atomic_write_bytes, write_json
+from .checkpoint import CheckpointError, atomic_write_bytes, read_json, write_json
 from .data import DATA_ENV_VAR
 from .mushroom import load_mushroom
 from .priors import ScaleMixturePrior
 from .reproduce import machine_info
+from .runlock import RunFolderLock
 
 __all__ = [
     "AGENTS",
@@ -150,16 +151,39 @@ def _agent_path(output_dir, name):
 
 
 def read_agent_record(output_dir, name):
-    """The stored record of agent ``name`` in ``output_dir``, or None if there is none."""
+    """The stored record of agent ``name`` in ``output_dir``, or None if there is none.
+
+    A record that is not valid JSON, or whose fields do not have the types and sizes this
+    module writes, is reported in one warning that names the file, and treated as absent (the
+    agent is played again).
+    """
     path = _agent_path(output_dir, name)
     if not os.path.isfile(path):
         return None
-    with open(path, encoding="utf-8") as handle:
-        try:
-            return json.load(handle)
-        except json.JSONDecodeError:
-            logger.warning("%s is not valid JSON: the agent is played again", path)
-            return None
+    try:
+        return _checked_record(read_json(path, "an agent's record"), path)
+    except CheckpointError as error:
+        logger.warning("%s; the agent is played again", error)
+        return None
+
+
+def _checked_record(record, path):
+    """``record`` if it has the fields and types of :func:`_record`, else a CheckpointError."""
+    settings, final = record.get("settings"), record.get("final")
+    actions = record.get("actions")
+    numbers_ok = isinstance(final, dict) and all(
+        isinstance(final.get(key), (int, float)) and not isinstance(final.get(key), bool)
+        for key in ("cumulative_expected_regret", "cumulative_regret", "eaten",
+                    "poisonous_eaten", "edible_passed"))
+    if not (isinstance(settings, dict) and isinstance(settings.get("steps"), int)
+            and isinstance(settings.get("seed"), int) and numbers_ok
+            and isinstance(record.get("label"), str) and isinstance(record.get("agent"), str)
+            and isinstance(record.get("seconds"), (int, float))
+            and isinstance(actions, list) and len(actions) == settings["steps"]
+            and all(action in (bandit.PASS, bandit.EAT) and not isinstance(action, bool)
+                    for action in actions)):
+        raise CheckpointError(f"{path} is not an agent's record of this format")
+    return record
 
 
 def _downsampled(values, max_points=MAX_CURVE_POINTS):
@@ -236,7 +260,13 @@ def run_agents(mushroom_path, steps, output_dir, agents=tuple(AGENTS), seed=0, n
         sha256 = hashlib.sha256(handle.read()).hexdigest()
     env = bandit.MushroomBandit(data.contexts, data.edible)
     all_settings = [agent_settings(name, steps, seed, num_minibatches, sha256) for name in agents]
-    os.makedirs(output_dir, exist_ok=True)
+    with RunFolderLock(output_dir):  # one writer per folder
+        return _run_agents_locked(all_settings, env, data, mushroom_path, steps, output_dir, ctx,
+                                  progress, command, start)
+
+
+def _run_agents_locked(all_settings, env, data, mushroom_path, steps, output_dir, ctx, progress,
+                       command, start):
     records, skipped = [], []
     for settings in all_settings:
         record = read_agent_record(output_dir, settings["agent"])

@@ -8,6 +8,7 @@ import pytest
 from gluon_bbb import bandit, bandit_run
 from gluon_bbb.cli import main
 from gluon_bbb.mushroom import load_mushroom
+from gluon_bbb.runlock import LOCK_FILE
 from test_bandit import tiny_lines
 
 STEPS = 6
@@ -96,11 +97,33 @@ def test_an_interrupted_run_keeps_the_finished_agents(tiny_file, tmp_path, monke
     CountingPlay(monkeypatch, stop=2)
     with pytest.raises(Interrupted):
         play(tiny_file, out)
-    assert [path.name for path in out.iterdir()] == ["agent-thompson.json"]
+    assert [path.name for path in out.iterdir() if path.name != LOCK_FILE] == ["agent-thompson.json"]
     monkeypatch.undo()
     counter = CountingPlay(monkeypatch)
     play(tiny_file, out)
     assert counter.played == ["greedy-0", "greedy-1", "greedy-5"]
+
+
+@pytest.mark.parametrize("damage", [
+    lambda text: "",
+    lambda text: text[: len(text) // 2],
+    lambda text: "[1, 2]",
+    lambda text: text.replace('"actions":[', '"actions":[7,', 1),
+    lambda text: text.replace('"seconds":', '"seconds":"x","was":', 1),
+    lambda text: text.replace('"final":{', '"final":{"eaten":"many","x":', 1),
+], ids=["empty", "truncated", "list", "bad-action", "seconds-text", "final-text"])
+def test_a_damaged_agent_record_is_named_and_played_again(tiny_file, tmp_path, monkeypatch,
+                                                          caplog, damage):
+    out = tmp_path / "out"
+    play(tiny_file, out, agents=["greedy-0"])
+    good = record(out, "greedy-0")
+    (out / "agent-greedy-0.json").write_text(damage((out / "agent-greedy-0.json").read_text()))
+    counter = CountingPlay(monkeypatch)
+    play(tiny_file, out, agents=["greedy-0"])
+    assert counter.played == ["greedy-0"]
+    assert "agent-greedy-0.json" in caplog.text and "played again" in caplog.text
+    again = record(out, "greedy-0")  # the same seeded play
+    assert again["actions"] == good["actions"] and again["final"] == good["final"]
 
 
 def test_an_agent_plays_the_same_alone_or_after_others(tiny_file, tmp_path):
