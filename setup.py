@@ -1,9 +1,14 @@
 """Install gluon_bbb: ``pip install -e ".[test]"``."""
+import re
+
 from setuptools import find_packages, setup
+
+with open("gluon_bbb/version.py", encoding="utf-8") as handle:
+    VERSION = re.search(r'__version__ = "([^"]+)"', handle.read()).group(1)
 
 setup(
     name="gluon_bbb",
-    version="0.1.0",
+    version=VERSION,
     description="Bayes by Backprop (Blundell et al. 2015) for MXNet Gluon",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",

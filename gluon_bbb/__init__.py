@@ -24,10 +24,11 @@ from .priors import GaussianPrior, ScaleMixturePrior, prior_from_config
 from .trainer import BBBTrainer, NonFiniteLossError
 from .weighting import kl_weights
 from . import bandit, mushroom, regression, uncertainty
+from .version import __version__
 
-__version__ = "0.1.0"
 
 __all__ = [
+    "__version__",
     "BBBLoss",
     "BBBTrainer",
     "GaussianPrior",

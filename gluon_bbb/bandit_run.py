@@ -39,7 +39,7 @@ from .checkpoint import CheckpointError, atomic_write_bytes, read_json, write_js
 from .data import DATA_ENV_VAR
 from .mushroom import load_mushroom
 from .priors import ScaleMixturePrior
-from .reproduce import machine_info
+from .machine import machine_info
 from .runlock import RunFolderLock
 
 __all__ = [

@@ -36,13 +36,15 @@ import mxnet as mx
 import numpy as np
 from mxnet import nd
 
-from . import __version__, bandit_run, data, models, plots, pruning, reproduce, uncertainty_eval
+from . import bandit_run, data, models, plots, pruning, reproduce, uncertainty_eval
 from .checkpoint import CheckpointError, atomic_write_bytes, read_json, write_json
 from .context import resolve_context
 from .loss import BBBLoss
+from .machine import machine_info
 from .priors import GaussianPrior, ScaleMixturePrior
 from .runlock import RunFolderLock
 from .trainer import BBBTrainer, NonFiniteLossError
+from .version import __version__
 
 __all__ = ["build_parser", "main"]
 
@@ -428,7 +430,8 @@ def _train_locked(args, config, out, ctx, start):
         eval_split = "validation" if "validation" in loaders else "test"
         train_data = data.EpochShuffled(loaders["train"], args.seed, lambda: trainer.epoch)
         trainer.fit(train_data, args.epochs, eval_data=loaders[eval_split],
-                    checkpoint_path=checkpoint, progress=not args.no_progress)
+                    checkpoint_path=checkpoint, progress=not args.no_progress,
+                    eval_label=eval_split)
         metrics = {
             "config": config,
             "history": trainer.history,
@@ -677,7 +680,7 @@ def uncertainty_command(args):
     write_json(os.path.join(args.output_dir, UNCERTAINTY_JSON), {
         "runs": results, "command": args.command_line, "wall_seconds": seconds,
         "num_noise": args.num_noise, "seed": args.seed, "coverages": list(uncertainty_eval.COVERAGES),
-        "machine": reproduce.machine_info(ctx), "figures": sorted(figures),
+        "machine": machine_info(ctx), "figures": sorted(figures),
         "written": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
     text = (f"Best epoch on validation of each run, MNIST test set (in distribution) against "
             f"Fashion-MNIST test and {args.num_noise} uniform-noise images (seed {args.seed}). "

@@ -50,7 +50,6 @@ import logging
 import math
 import numbers
 import os
-import platform
 import time
 
 import mxnet as mx
@@ -67,7 +66,9 @@ from .checkpoint import (CheckpointError, atomic_write_bytes, checked_field, loa
 from .context import resolve_context
 from .loss import BBBLoss
 from .priors import GaussianPrior, ScaleMixturePrior
+from .machine import machine_info
 from .runlock import RunFolderLock
+from .seeding import epoch_seed
 from .trainer import BBBTrainer, NonFiniteLossError
 
 __all__ = ["CONFIGS", "DESCRIPTIONS", "PAPER_TEST_ERROR", "PAPER_GRID", "SEARCH_KEYS",
@@ -75,7 +76,7 @@ __all__ = ["CONFIGS", "DESCRIPTIONS", "PAPER_TEST_ERROR", "PAPER_GRID", "SEARCH_
            "get_config", "check_hyperparameter", "check_run_dir", "checked_stored_config",
            "run", "report", "evaluate_run", "read_result",
            "results_table", "renamed_record", "grid_settings", "sample_settings",
-           "parse_setting", "search", "search_table", "machine_info"]
+           "parse_setting", "search", "search_table"]
 
 logger = logging.getLogger(__name__)
 
@@ -385,11 +386,6 @@ def _loaders(config, data_dir, ctx):
                             ctx=ctx, seed=config["seed"])
 
 
-def _epoch_seed(seed, epoch):
-    """MXNet's seed for epoch ``epoch``: the same on every resume."""
-    return int(np.random.SeedSequence([int(seed), int(epoch), 1]).generate_state(1)[0] % (2**31 - 1))
-
-
 # ---------------------------------------------------------------------------- runners
 class _BBBRun:
     """A :class:`BBBTrainer` for a configuration, its checkpoints and its best epoch."""
@@ -453,7 +449,8 @@ class _BBBRun:
         self.trainer.fit(shuffled, epochs, eval_data=validation,
                          checkpoint_path=os.path.join(run_dir, files["checkpoint"]),
                          progress=progress, epoch_callback=on_epoch,
-                         learning_rate_schedule=learning_rate_schedule(self.config))
+                         learning_rate_schedule=learning_rate_schedule(self.config),
+                         eval_label="validation")
 
     def evaluate(self, loader, num_samples=0):
         return self.trainer.evaluate(loader, num_samples=num_samples)
@@ -545,7 +542,7 @@ class _DeterministicRun:
         num_batches = len(shuffled)
         for epoch in range(self.epoch, int(epochs)):
             start = time.time()
-            mx.random.seed(_epoch_seed(self.seed, epoch), ctx=self.ctx)  # dropout masks
+            mx.random.seed(epoch_seed(self.seed, epoch, stream=1), ctx=self.ctx)  # dropout masks
             sums = nd.zeros((2,), ctx=self.ctx)  # cross-entropy, mistakes
             num_examples = 0
             batches = tqdm(shuffled, total=num_batches, disable=not progress, leave=False,
@@ -1082,36 +1079,6 @@ def search_table(rows):
 
 
 # ---------------------------------------------------------------------------- helpers
-def machine_info(ctx=None):
-    """What ran it: CPU model and cores, platform, library versions, context."""
-    cpu_model = None
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    cpu_model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = os.cpu_count()
-    from . import __version__
-    return {
-        "cpu_model": cpu_model or platform.processor() or platform.machine(),
-        "cpu_cores": os.cpu_count(),
-        "cpu_cores_usable": usable,
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "mxnet": mx.__version__,
-        "numpy": np.__version__,
-        "gluon_bbb": __version__,
-        "ctx": str(resolve_context(ctx)),
-        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-    }
-
-
 def _checkpoint_metadata(path, kind):
     """The metadata of a checkpoint file without reading its arrays ({} if there is none),
     with its epoch and history checked; ``kind`` is 'bbb' or 'deterministic'."""

@@ -9,11 +9,8 @@ The sampling step and the complexity part of Eq. (8) run either in the fused C++
 (:class:`~gluon_bbb.posterior.VariationalPosterior` and :meth:`BBBLoss.complexity`). Both give
 the same values and gradients; ``trainer.fused`` and ``trainer.fused_reason`` say which runs.
 
-Monte Carlo prediction (:meth:`BBBTrainer.predict_proba`, :meth:`BBBTrainer.evaluate`) samples
-every weight tensor by default (``sampling='weights'``); ``sampling='local'`` draws the first
-Dense layer's pre-activations from their Gaussian instead (the local reparameterisation trick
-of Kingma, Salimans & Welling 2015), which gives every example the same predictive
-distribution for about a third of the work on an MLP.
+Monte Carlo prediction (:meth:`BBBTrainer.predict_proba`, :meth:`BBBTrainer.evaluate`) is
+done by :mod:`gluon_bbb.predictive`, saving and loading by :mod:`gluon_bbb.persistence`.
 """
 import logging
 import math
@@ -26,24 +23,19 @@ from mxnet import autograd, gluon, nd
 from tqdm import tqdm
 
 from ._checks import check_int, check_positive
-from . import optimizer_state
-from .checkpoint import CheckpointError, checked_field, read_checkpoint, write_checkpoint
+from . import persistence, predictive
 from .context import resolve_context
-from ._math import softplus
-from .fused import FusedAdam, finite_guard, fused_status, normal_sample, variational_sample
+from .fused import FusedAdam, finite_guard, fused_status, variational_sample
 from .loss import BBBLoss
 from .posterior import GaussianNoise, VariationalPosterior, assign_arrays
-from .priors import prior_from_config
+from .predictive import SAMPLING_METHODS
+from .seeding import epoch_seed
 from .weighting import kl_weights
 
-__all__ = ["BBBTrainer", "NonFiniteLossError", "SAMPLING_METHODS"]
+__all__ = ["BBBTrainer", "NonFiniteLossError", "SAMPLING_METHODS", "epoch_line"]
 
 logger = logging.getLogger(__name__)
 
-#: Examples per forward pass when evaluating (the user's batches are joined up to this size).
-EVAL_BATCH_SIZE = 2500
-#: The ``sampling`` choices of :meth:`BBBTrainer.predict_proba` and :meth:`BBBTrainer.evaluate`.
-SAMPLING_METHODS = ("weights", "local")
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -141,7 +133,6 @@ class BBBTrainer:
         self.history = []
         self.epoch = 0
         self.num_outputs = None
-        self._local_fallback_logged = False
         self._setup_without_data()
 
     # ------------------------------------------------------------------ setup
@@ -149,13 +140,15 @@ class BBBTrainer:
         if all(_initialisation_state(p) == "ready" for p in self.net.collect_params().values()):
             self._build()  # otherwise the shapes are unknown until the first batch
 
-    def _ensure_setup(self, data):
+    def prepare(self, data):
+        """Finish setting up on a first batch ``data``: initialise the network if needed, learn
+        its shapes, build the posterior. Does nothing once set up."""
         if self.posterior is not None:
             return
         params = self.net.collect_params().values()
         if any(_initialisation_state(p) == "uninitialised" for p in params):
             self.net.initialize(ctx=self.ctx)
-        self._forward_checked(data)  # finishes deferred initialisation
+        self.forward(data)  # finishes deferred initialisation
         self._build()
 
     def _build(self):
@@ -224,9 +217,17 @@ class BBBTrainer:
         weights, sigmas = outputs[:len(epsilons)], outputs[len(epsilons):]
         return weights, (weights, sigmas, epsilons)
 
-    def _forward_checked(self, data, forward=None):
-        """forward(data) (default: the network), turning MXNet's shape errors into a ValueError
-        that names the input."""
+    def draw_network(self):
+        """Put one sample w ~ q(w | theta) into the network, from the stream training draws
+        from (MXNet's generator on the fused path, :attr:`noise` on the pure-MXNet path)."""
+        if self.fused:
+            assign_arrays(self.posterior.targets, self._sample()[0])
+        else:
+            self.posterior.set_sample(self.noise.sample())
+
+    def forward(self, data, forward=None):
+        """``forward(data)`` (default: the network), turning MXNet's shape errors into a
+        ValueError that names the input."""
         try:
             return (forward or self.net)(data)
         except mx.base.MXNetError as error:
@@ -241,7 +242,7 @@ class BBBTrainer:
             raise ValueError(f"{data.shape[0]} inputs but {label.shape[0]} labels in a batch")
         if self.loss.likelihood != "softmax":
             return
-        pred = self._forward_checked(data)
+        pred = self.forward(data)
         self.num_outputs = pred.shape[-1]
         values = label.asnumpy()
         bad = (values < 0) | (values >= self.num_outputs) | (values != np.round(values))
@@ -267,7 +268,7 @@ class BBBTrainer:
         cost, nll, complexity : NDArray, shape (1,) each, averaged over the weight samples
         pred : NDArray, the network output for the last weight sample
         """
-        self._ensure_setup(data)
+        self.prepare(data)
         if not isinstance(kl_weight, nd.NDArray):
             kl_weight = nd.array([kl_weight], ctx=self.ctx, dtype=self.posterior.dtype)
         costs, nlls, complexities = [], [], []
@@ -275,7 +276,7 @@ class BBBTrainer:
             for _ in range(self.num_samples):
                 weights, complexity_inputs = self._sample()           # 1-2. w = mu + softplus(rho) * eps
                 assign_arrays(self.posterior.targets, weights)        # 3. the net now computes with w
-                pred = self._forward_checked(data)                     # 4. forward
+                pred = self.forward(data)                     # 4. forward
                 cost, nll, complexity = self.loss(                     # 5. Eq. (8)
                     pred, label, kl_weight, *complexity_inputs)
                 costs.append(cost)
@@ -307,7 +308,7 @@ class BBBTrainer:
         return finite
 
     def fit(self, train_data, num_epochs, eval_data=None, checkpoint_path=None, progress=True,
-            epoch_callback=None, learning_rate_schedule=None):
+            epoch_callback=None, learning_rate_schedule=None, eval_label="test"):
         """Train until ``num_epochs`` epochs are complete (continuing from ``self.epoch``).
 
         Parameters
@@ -329,6 +330,9 @@ class BBBTrainer:
             ``learning_rate_schedule(epoch) -> float``, the optimizer's learning rate for the
             epoch numbered ``epoch`` (from 0), set before it starts. A function of the epoch
             alone, so a resumed run follows the same schedule as an uninterrupted one.
+        eval_label : str
+            What ``eval_data`` is, for the per-epoch log line (e.g. 'validation'); the
+            history's key stays 'test_error'.
 
         Returns
         -------
@@ -341,7 +345,7 @@ class BBBTrainer:
         first_data = first_data.as_in_context(self.ctx)
         if self.posterior is not None:
             first_data = first_data.astype(self.posterior.dtype, copy=False)
-        self._ensure_setup(first_data)
+        self.prepare(first_data)
         self._check_labels(first_data, first_label.as_in_context(self.ctx))
         dtype = self.posterior.dtype
         pis = nd.array(self.kl_scale * kl_weights(self.kl_weighting, num_batches), ctx=self.ctx,
@@ -352,9 +356,9 @@ class BBBTrainer:
                 self.trainer.set_learning_rate(_checked_learning_rate(learning_rate_schedule(epoch), epoch))
             # The fused operator draws eps from MXNet's generator, the pure path from
             # self.noise: reseed both from (seed, epoch), whatever the path and context.
-            epoch_seed = _epoch_seed(self.seed, epoch)
-            mx.random.seed(epoch_seed, ctx=self.ctx)
-            self.noise.reseed(epoch_seed)
+            noise_seed = epoch_seed(self.seed, epoch)
+            mx.random.seed(noise_seed, ctx=self.ctx)
+            self.noise.reseed(noise_seed)
             sums = nd.zeros((3,), ctx=self.ctx, dtype=dtype)  # cost, nll, weighted complexity
             counts = nd.zeros((3,), ctx=self.ctx, dtype=dtype)  # mistakes, skipped steps, bad labels
             statistics = _StepStatistics(self.loss.likelihood == "softmax", self.num_outputs)
@@ -391,7 +395,7 @@ class BBBTrainer:
             self.epoch = epoch + 1
             if checkpoint_path is not None:
                 self.save(checkpoint_path)
-            logger.info("epoch %d: %s", self.epoch, record)
+            logger.info("%s", epoch_line(record, num_epochs, eval_label))
             if epoch_callback is not None:
                 epoch_callback(self, record)
         self.set_mean()
@@ -434,22 +438,9 @@ class BBBTrainer:
             0: the posterior-mean network. n >= 1: the average of the softmax outputs of n
             sampled networks (a Monte Carlo estimate of the predictive distribution).
         sampling : {'weights', 'local'}
-            How the n >= 1 samples are drawn (checked, but irrelevant, for n = 0).
-            'weights' (default): n samples w ~ q(w | theta) of every weight tensor, each shared
-            by all examples. 'local': the local reparameterisation trick (Kingma, Salimans &
-            Welling 2015, "Variational Dropout and the Local Reparameterization Trick") for the
-            first layer, which must be a ``gluon.nn.Dense``: the network itself, or the first
-            block of a ``Sequential``/``HybridSequential``. Under q its pre-activations for an
-            example x (flattened as the Dense layer flattens it) are independent Gaussians,
-            ``a_j ~ N(x . mu_j + mu_b_j, x^2 . sigma_j^2 + sigma_b_j^2)`` (the bias terms only
-            where q covers the bias); their means and variances, (batch_size, units) each, are
-            computed once by two matrix products, n draws of ``a`` are taken from them by
-            :func:`gluon_bbb.fused.normal_sample`, the layer's activation is applied, and the
-            later blocks run with n ordinary weight samples. Every example gets the same
-            predictive distribution as with 'weights'; only the examples no longer share the
-            first layer's weights. For the 784-400-400-10 MLP this removes about 2/3 of the
-            work. Without the fused operator (``self.fused`` False) 'weights' is used instead
-            and the reason is logged once.
+            How the n >= 1 samples are drawn: every weight tensor (default), or the first
+            Dense layer by the local reparameterisation trick; see
+            :mod:`gluon_bbb.predictive`, which does the sampling.
 
         Returns
         -------
@@ -461,113 +452,8 @@ class BBBTrainer:
             ``num_samples`` < 0, an unknown ``sampling``, or ``sampling='local'`` for a
             network whose first block is not a ``gluon.nn.Dense``.
         """
-        return self._predict_batches([data.as_in_context(self.ctx)], num_samples, sampling)[0]
-
-    def _predict_batches(self, batches, num_samples, sampling="weights"):
-        check_int("num_samples", num_samples, minimum=0)
-        _check_sampling(self.net, sampling)
-        self._ensure_setup(batches[0])
-        if num_samples == 0:
-            self.set_mean()
-            return [nd.softmax(self._forward_checked(x), axis=-1) for x in batches]
-        sums = [None] * len(batches)
-        for outputs in self._sampled_outputs(batches, num_samples, sampling):
-            for j, output in enumerate(outputs):
-                probs = nd.softmax(output, axis=-1)
-                sums[j] = probs if sums[j] is None else sums[j] + probs
-        return [s / num_samples for s in sums]
-
-    def _sampled_outputs(self, batches, num_samples, sampling="weights"):
-        """The network's outputs (e.g. logits) for every batch under each of n posterior draws.
-
-        Parameters
-        ----------
-        batches : list of NDArray, (batch_size_j, ...) each
-        num_samples : int, n >= 1
-        sampling : {'weights', 'local'}, already checked; see :meth:`predict_proba`
-
-        Yields
-        ------
-        n lists of NDArrays, one output per batch, (batch_size_j, num_outputs) each. After
-        the last, the network holds the posterior means again.
-        """
-        try:
-            if sampling == "local" and self._local_sampling_available():
-                yield from self._local_outputs(batches, num_samples)
-                return
-            for _ in range(num_samples):  # one weight sample serves every batch
-                if self.fused:
-                    assign_arrays(self.posterior.targets, self._sample()[0])
-                else:
-                    self.posterior.set_sample(self.noise.sample())
-                yield [self._forward_checked(x) for x in batches]
-        finally:
-            self.set_mean()
-
-    def _local_sampling_available(self):
-        """True if sampling='local' can run; else logs why (once) and returns False."""
-        if self.fused:
-            return True
-        if not self._local_fallback_logged:
-            logger.warning("gluon_bbb: sampling='local' needs the fused operator, which this trainer "
-                           "does not use (%s); sampling the weights instead", self.fused_reason)
-            self._local_fallback_logged = True
-        return False
-
-    def _local_outputs(self, batches, num_samples):
-        """:meth:`_sampled_outputs` with the first layer's pre-activations drawn locally."""
-        layer, later_blocks = _local_layers(self.net)
-        moments = [self._forward_checked(x, lambda x: self._first_layer_moments(layer, x))
-                   for x in batches]
-        first = (layer.weight, layer.bias)
-        later = [i for i, target in enumerate(self.posterior.targets)
-                 if all(target is not param for param in first)]
-        for _ in range(num_samples):
-            if later:  # one sample of the later layers' weights serves every batch
-                weights = variational_sample([self.posterior.mus[i].data() for i in later],
-                                             [self.posterior.rhos[i].data() for i in later],
-                                             self.loss.prior)[0]
-                assign_arrays([self.posterior.targets[i] for i in later], weights)
-            outputs = []
-            for mean, variance in moments:
-                hidden = normal_sample(mean, variance=variance)  # a ~ N(mean, variance)
-                if layer.act is not None:
-                    hidden = layer.act(hidden)
-                for block in later_blocks:
-                    hidden = block(hidden)
-                outputs.append(hidden)
-            yield outputs
-
-    def _first_layer_moments(self, layer, x):
-        """Mean and variance under q of a Dense layer's pre-activations for the inputs x.
-
-        Parameters
-        ----------
-        layer : gluon.nn.Dense with ``units`` outputs
-        x : NDArray, the layer's input, (batch_size, ...)
-
-        Returns
-        -------
-        mean, variance : NDArrays, (batch_size, units) (or x.shape[:-1] + (units,) for a
-            Dense with flatten=False): x . mu^T + mu_b and (x * x) . (sigma^2)^T + sigma_b^2.
-        """
-        mu_w, var_w = self._posterior_moments(layer.weight)
-        if var_w is None:  # a frozen weight contributes no variance
-            var_w = nd.zeros_like(mu_w)
-        mu_b, var_b = self._posterior_moments(layer.bias) if layer.bias is not None else (None, None)
-        options = {"num_hidden": layer.weight.shape[0],
-                   "flatten": layer._flatten}  # noqa: SLF001 -- Dense keeps its flag only here
-        mean = nd.FullyConnected(x, mu_w, **_bias_arguments(mu_b), **options)
-        variance = nd.FullyConnected(nd.square(x), var_w, **_bias_arguments(var_b), **options)
-        return mean, variance
-
-    def _posterior_moments(self, param):
-        """(mu, sigma^2) of a network parameter under q, or (its value, None) if q lacks it."""
-        for i, target in enumerate(self.posterior.targets):
-            if target is param:
-                sigma = softplus(nd, self.posterior.rhos[i].data())
-                return self.posterior.mus[i].data(), nd.square(sigma)
-        return param.data(), None
+        return predictive.predict_proba(self, [data.as_in_context(self.ctx)], num_samples,
+                                        sampling)[0]
 
     def evaluate(self, data, num_samples=0, sampling="weights"):
         """Classification error rate on a data set.
@@ -578,63 +464,19 @@ class BBBTrainer:
         num_samples : int
             0 for the posterior-mean network, n for the average of n sampled networks.
         sampling : {'weights', 'local'}
-            How the n sampled networks are drawn: every weight tensor (default), or the
-            first Dense layer by the local reparameterisation trick; see :meth:`predict_proba`.
+            See :meth:`predict_proba`.
 
         Returns
         -------
         float, the fraction of misclassified examples.
         """
-        inputs, labels = [], []
-        for x, y in data:
-            inputs.append(x.as_in_context(self.ctx))
-            labels.append(y.as_in_context(self.ctx))
-        if not inputs:
-            raise ValueError("evaluate got an empty data set")
-        # Few large batches: each weight sample then costs a few big matrix products.
-        inputs, labels = _rebatch(inputs, EVAL_BATCH_SIZE), _rebatch(labels, EVAL_BATCH_SIZE)
-        probabilities = self._predict_batches(inputs, num_samples, sampling)
-        mistakes = nd.add_n(*[nd.sum(nd.argmax(p, axis=-1) != y) for p, y in zip(probabilities, labels)])
-        count = sum(y.shape[0] for y in labels)
-        return float(mistakes.asscalar()) / count
+        return predictive.evaluate(self, data, num_samples, sampling)
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, path):
-        """Atomically write mu, rho, the optimizer state, the settings and the history.
-
-        The file is a :mod:`gluon_bbb.checkpoint` (no pickle); the optimizer state is stored
-        for Adam and SGD (:mod:`gluon_bbb.optimizer_state`), other optimizers' is not.
-        """
-        if self.posterior is None:
-            raise RuntimeError("nothing to save: the trainer has not seen any data yet")
-        metadata = {
-            "kind": "bbb",
-            "epoch": self.epoch,
-            "history": self.history,
-            "prior": self.loss.prior.config(),
-            "likelihood": self.loss.likelihood,
-            "noise_sigma": self.loss.noise_sigma,
-            "num_samples": self.num_samples,
-            "kl_weighting": self.kl_weighting,
-            "kl_scale": self.kl_scale,
-            "optimizer_params": {k: v for k, v in self.optimizer_params.items()
-                                 if isinstance(v, (int, float, str, bool))},
-            "parameter_names": self.posterior.names,
-            "shapes": [list(s) for s in self.posterior.shapes],
-            "seed": self.seed,
-            "noise_state": self.noise.get_state(),
-        }
-        write_checkpoint(path, self._checkpoint_arrays(), metadata,
-                         optimizer_state.capture(self.trainer))
-
-    def _checkpoint_arrays(self):
-        """name -> NDArray of everything a checkpoint stores: mu and rho, and the network's
-        other non-trainable arrays (e.g. BatchNorm running statistics) as 'net:<name>'."""
-        arrays = {p.name[len(self.posterior.prefix):]: p.data() for p in self.variational_params}
-        for name, param in self.net.collect_params().items():
-            if param.grad_req == "null" and not getattr(param, "_gluon_bbb_target", False):
-                arrays["net:" + name] = param.data()
-        return arrays
+        """Atomically write mu, rho, the optimizer state, the settings and the history to a
+        checkpoint file; see :func:`gluon_bbb.persistence.save_trainer`."""
+        persistence.save_trainer(self, path)
 
     def load(self, path, optimizer=True, trust_pickled_state=False):
         """Restore a checkpoint written by :meth:`save` into this trainer.
@@ -644,7 +486,7 @@ class BBBTrainer:
         whole file is read and checked before the trainer changes: a bad file raises a
         :class:`~gluon_bbb.checkpoint.CheckpointError` (a ValueError) naming the file and
         the problem, and leaves the trainer as it was. Loading never unpickles anything
-        unless ``trust_pickled_state=True``.
+        unless ``trust_pickled_state=True``. See :func:`gluon_bbb.persistence.load_trainer`.
 
         Parameters
         ----------
@@ -662,65 +504,8 @@ class BBBTrainer:
         -------
         dict, the checkpoint's metadata.
         """
-        if self.posterior is None:
-            raise RuntimeError(
-                "the network's parameter shapes are unknown: run one forward pass through it "
-                "before BBBTrainer(...) and load()"
-            )
-        arrays = self._checkpoint_arrays()
-        stored = read_checkpoint(path, expected={name: a.shape for name, a in arrays.items()},
-                                 with_optimizer=optimizer, trust_pickled_state=trust_pickled_state)
-        metadata = stored.metadata
-        epoch = checked_field(metadata, "epoch", int, path)
-        history = checked_field(metadata, "history", list, path)
-        if epoch < 0 or not all(isinstance(record, dict) for record in history):
-            raise CheckpointError(f"{path}: epoch {epoch} or its history is malformed")
-        seed = checked_field(metadata, "seed", int, path, optional=True, default=self.seed)
-        noise_state = metadata.get("noise_state")
-        if noise_state is not None:
-            try:  # checked on a spare generator before the trainer changes
-                GaussianNoise([], mx.cpu(), seed=0).set_state(noise_state)
-            except ValueError as error:
-                raise CheckpointError(f"{path}: noise_state: {error}") from None
-        try:
-            prior = prior_from_config(checked_field(metadata, "prior", dict, path))
-        except (TypeError, ValueError) as error:
-            raise CheckpointError(f"{path}: the stored prior is not valid ({error})") from None
-        values = {name: nd.array(stored.arrays[name], ctx=self.ctx, dtype=array.dtype)
-                  for name, array in arrays.items()}
-        if optimizer:
-            self._restore_optimizer(path, stored)  # checks everything before it changes anything
-        for name, param in self.net.collect_params().items():
-            if "net:" + name in values:
-                param.set_data(values["net:" + name])
-        for param in self.variational_params:
-            param.set_data(values[param.name[len(self.posterior.prefix):]])
-        if prior != self.loss.prior:
-            logger.warning("replacing the loss's prior %r by the checkpoint's %r", self.loss.prior, prior)
-            self.loss.prior = prior
-            if self.hybridize:
-                self.loss.hybridize()  # drops the cached graph built with the old prior
-        if noise_state is not None:
-            self.noise.set_state(noise_state)  # MC predictions continue the saved stream
-        self.seed = seed
-        self.epoch = epoch
-        self.history = list(history)
-        self.set_mean()
-        return metadata
-
-    def _restore_optimizer(self, path, stored):
-        """The optimizer state of a checkpoint into ``self.trainer``, or a warning that it
-        starts afresh."""
-        if stored.optimizer is not None:
-            optimizer_state.restore(self.trainer, *stored.optimizer, source=path)
-        elif stored.pickled_optimizer is not None:
-            optimizer_state.load_pickled(self.trainer, stored.pickled_optimizer)
-        elif optimizer_state.family(self.trainer.optimizer) is None:
-            logger.warning("%s: the state of optimizer %s is not stored in checkpoints; it starts "
-                           "afresh", path, type(self.trainer.optimizer).__name__)
-        elif stored.metadata.get("epoch"):
-            logger.warning("%s holds no optimizer state (a slimmed checkpoint?); the optimizer "
-                           "starts afresh", path)
+        return persistence.load_trainer(self, path, optimizer=optimizer,
+                                        trust_pickled_state=trust_pickled_state)
 
 
 class _StepStatistics(gluon.HybridBlock):
@@ -747,64 +532,21 @@ class _StepStatistics(gluon.HybridBlock):
         return values, F.concat(mistakes, 1 - finite, bad_labels, dim=0)
 
 
-def _check_sampling(net, sampling):
-    """ValueError unless ``sampling`` is one of SAMPLING_METHODS and applies to ``net``."""
-    if not isinstance(sampling, str) or sampling not in SAMPLING_METHODS:
-        raise ValueError(f"sampling must be one of {SAMPLING_METHODS}, got {sampling!r}")
-    if sampling == "local":
-        _local_layers(net)
-
-
-def _local_layers(net):
-    """(the first Dense layer, the list of blocks after it) for sampling='local'.
-
-    The network must compute exactly what these blocks compute in turn: a ``gluon.nn.Dense``
-    itself, or a ``Sequential``/``HybridSequential`` (forward not overridden) whose first
-    block is one. Raises a ValueError naming what is found otherwise.
-    """
-    if isinstance(net, gluon.nn.Dense):
-        first, later = net, []
-    elif _is_plain_sequential(net) and len(net):
-        first, later = net[0], [net[i] for i in range(1, len(net))]
-    else:
-        raise ValueError("sampling='local' needs a gluon.nn.Dense, or a Sequential/HybridSequential "
-                         f"that starts with one; got a {type(net).__name__}")
-    if not isinstance(first, gluon.nn.Dense) or not _inherits_forward(first, gluon.nn.Dense):
-        raise ValueError("sampling='local' needs a network whose first block is a gluon.nn.Dense; "
-                         f"the first block is a {type(first).__name__}")
-    return first, later
-
-
-def _is_plain_sequential(net):
-    """A Sequential or HybridSequential that runs its children in turn (forward not overridden)."""
-    if isinstance(net, gluon.nn.HybridSequential):
-        return _inherits_forward(net, gluon.nn.HybridSequential)
-    return isinstance(net, gluon.nn.Sequential) and type(net).forward is gluon.nn.Sequential.forward
-
-
-def _inherits_forward(block, base):
-    """True if ``block`` runs ``base``'s hybrid_forward unchanged (a HybridBlock subclass)."""
-    return type(block).hybrid_forward is base.hybrid_forward and \
-        type(block).forward is gluon.HybridBlock.forward
-
-
-def _bias_arguments(bias):
-    """``nd.FullyConnected``'s keyword arguments for a bias array, or for none."""
-    return {"no_bias": True} if bias is None else {"bias": bias}
-
-
-def _rebatch(arrays, batch_size):
-    """Join consecutive arrays along axis 0 into arrays of about ``batch_size`` rows."""
-    groups, current, rows = [], [], 0
-    for array in arrays:
-        current.append(array)
-        rows += array.shape[0]
-        if rows >= batch_size:
-            groups.append(current)
-            current, rows = [], 0
-    if current:
-        groups.append(current)
-    return [group[0] if len(group) == 1 else nd.concat(*group, dim=0) for group in groups]
+def epoch_line(record, num_epochs, eval_label="test"):
+    """One readable log line for a :attr:`BBBTrainer.history` record, e.g.
+    ``epoch 3/10  free energy 1,059,669 (nll 3,354 + complexity 1,056,316)  train 1.76%
+    test 2.47%  4.3 s``."""
+    parts = [f"epoch {record['epoch']}/{int(num_epochs)}",
+             f"free energy {record['loss']:,.0f} (nll {record['nll']:,.0f} + complexity "
+             f"{record['complexity']:,.0f})"]
+    if "train_error" in record:
+        parts.append(f"train {100 * record['train_error']:.2f}%")
+    if "test_error" in record:
+        parts.append(f"{eval_label} {100 * record['test_error']:.2f}%")
+    if record.get("skipped_steps"):
+        parts.append(f"{record['skipped_steps']} steps skipped")
+    parts.append(f"{record['seconds']:.1f} s")
+    return "  ".join(parts)
 
 
 def _checked_learning_rate(value, epoch):
@@ -830,11 +572,6 @@ def _initialisation_state(param):
     except gluon.parameter.DeferredInitializationError:
         return "deferred"
     return "ready"
-
-
-def _epoch_seed(seed, epoch):
-    """A seed for epoch ``epoch`` of a run seeded with ``seed``, the same on every resume."""
-    return int(np.random.SeedSequence([int(seed), int(epoch)]).generate_state(1)[0] % (2**31 - 1))
 
 
 def _mean(arrays):

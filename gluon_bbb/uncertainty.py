@@ -20,6 +20,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from mxnet import autograd, nd
 
+from . import predictive
 from ._checks import check_int
 from .context import resolve_context
 
@@ -173,11 +174,11 @@ def _as_batches(data, ctx, batch_size):
     return batches, nd.concat(*label_batches, dim=0).asnumpy()
 
 
-def sample_network_outputs(trainer, data, num_samples, batch_size=None):
-    """Raw network outputs for ``num_samples`` weight samples w_s ~ q(w | theta).
+def sample_network_outputs(trainer, data, num_samples, batch_size=None, sampling="weights"):
+    """Raw network outputs for ``num_samples`` posterior draws (:mod:`gluon_bbb.predictive`).
 
-    One weight sample serves every example; the trainer's seeded noise generator draws
-    the samples, and the network holds the posterior means again afterwards.
+    The draws come from the trainer's own random stream, one draw serves every example (with
+    ``sampling='weights'``), and the network holds the posterior means again afterwards.
 
     Parameters
     ----------
@@ -186,6 +187,8 @@ def sample_network_outputs(trainer, data, num_samples, batch_size=None):
     num_samples : int, >= 1
     batch_size : int, optional
         Split an array input into batches of this size (default: one batch).
+    sampling : {'weights', 'local'}
+        See :mod:`gluon_bbb.predictive`.
 
     Returns
     -------
@@ -194,22 +197,15 @@ def sample_network_outputs(trainer, data, num_samples, batch_size=None):
     """
     check_int("num_samples", num_samples)
     batches, labels = _as_batches(data, trainer.ctx, batch_size)
-    if trainer.posterior is None:
-        trainer.predict_proba(batches[0][:1])  # sets the trainer up (shapes, posterior)
+    trainer.prepare(batches[0])  # sets the trainer up (shapes, posterior) if it is not yet
     dtype = trainer.posterior.dtype
     batches = [x.astype(dtype, copy=False) for x in batches]
-    samples = []
-    try:
-        for _ in range(num_samples):
-            trainer.posterior.set_sample(trainer.noise.sample())
-            outputs = [trainer.net(x) for x in batches]
-            samples.append(outputs[0] if len(outputs) == 1 else nd.concat(*outputs, dim=0))
-    finally:
-        trainer.set_mean()
+    samples = [outputs[0] if len(outputs) == 1 else nd.concat(*outputs, dim=0)
+               for outputs in predictive.sample_outputs(trainer, batches, num_samples, sampling)]
     return nd.stack(*samples, axis=0), labels
 
 
-def mc_predict(trainer, data, num_samples, labels=None, batch_size=None):
+def mc_predict(trainer, data, num_samples, labels=None, batch_size=None, sampling="weights"):
     """Monte Carlo predictive distribution of a Bayes-by-Backprop classifier.
 
     Parameters
@@ -224,13 +220,15 @@ def mc_predict(trainer, data, num_samples, labels=None, batch_size=None):
         Labels for array inputs.
     batch_size : int, optional
         See :func:`sample_network_outputs`.
+    sampling : {'weights', 'local'}
+        See :mod:`gluon_bbb.predictive`.
 
     Returns
     -------
     Prediction
         ``sample_probs`` of shape (S, N, C), their mean, entropies and mutual information.
     """
-    outputs, data_labels = sample_network_outputs(trainer, data, num_samples, batch_size)
+    outputs, data_labels = sample_network_outputs(trainer, data, num_samples, batch_size, sampling)
     probs = nd.softmax(outputs, axis=-1).asnumpy()
     return Prediction(probs, data_labels if labels is None else labels)
 

@@ -46,7 +46,7 @@ def test_train_writes_a_complete_run_folder(run_dir):
     assert config == metrics["config"]
     assert config["hidden"] == [32] and config["subset"] == 512 and config["seed"] == 0
     log = (run_dir / "train.log").read_text()
-    assert "start:" in log and "epoch 1:" in log and "finish:" in log
+    assert "start:" in log and "epoch 1/1  free energy " in log and "finish:" in log
     assert not logging.getLogger("gluon_bbb").handlers  # main() removed its log handlers
 
 

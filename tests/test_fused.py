@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from mxnet import autograd, gluon, nd
 
+from gluon_bbb import predictive
 from gluon_bbb import BBBLoss, BBBTrainer, GaussianPrior, ScaleMixturePrior, fused
 from gluon_bbb._math import softplus
 
@@ -499,7 +500,7 @@ def test_local_sampling_has_the_per_example_distribution_of_weight_sampling(
     num_samples = 3000
     for sampling in ("weights", "local"):
         mx.random.seed(5)
-        outputs = [o[0] for o in trainer._sampled_outputs([nd.array(x)], num_samples, sampling)]
+        outputs = [o[0] for o in predictive.sample_outputs(trainer, [nd.array(x)], num_samples, sampling)]
         samples = nd.stack(*outputs).asnumpy().astype(np.float64)
         assert samples.shape == (num_samples,) + mean.shape
         assert_moments_match(samples, mean, variance)
@@ -512,7 +513,7 @@ def test_local_sampling_draws_each_example_independently():
     under local sampling (they no longer share the first layer's weights)."""
     trainer = random_posterior_trainer(gluon.nn.Dense(4, in_units=3), (3,))
     x = nd.array(np.tile([[0.5, -1.0, 2.0]], (2, 1)))
-    shared, local = [nd.stack(*[o[0] for o in trainer._sampled_outputs([x], 2000, sampling)]).asnumpy()
+    shared, local = [nd.stack(*[o[0] for o in predictive.sample_outputs(trainer, [x], 2000, sampling)]).asnumpy()
                      for sampling in ("weights", "local")]
     np.testing.assert_array_equal(shared[:, 0], shared[:, 1])
     for unit in range(4):
@@ -539,5 +540,5 @@ def test_local_sampling_treats_a_parameter_outside_the_posterior_as_a_constant()
     x = np.random.default_rng(4).uniform(-1.0, 1.0, size=(3, 4))
     mean, variance = dense_moments(x, *posterior_float64(trainer), bias=(bias, 0.0))
     mx.random.seed(6)
-    outputs = [o[0] for o in trainer._sampled_outputs([nd.array(x)], 3000, "local")]
+    outputs = [o[0] for o in predictive.sample_outputs(trainer, [nd.array(x)], 3000, "local")]
     assert_moments_match(nd.stack(*outputs).asnumpy().astype(np.float64), mean, variance)

@@ -104,13 +104,13 @@ def test_several_samples_per_step_average_the_cost(data):
     train, _ = data
     x, y = next(iter(train))
     trainer = make_trainer(num_samples=3)
-    trainer._ensure_setup(x)
+    trainer.prepare(x)
     state = trainer.noise.get_state()
     mx.random.seed(99)  # the fused operator draws from MXNet's generator
     cost = trainer.step(x, y, 0.1)[0].asscalar()
     # The same seed gives the same initial mu and rho; replay the same three noise draws.
     replay = make_trainer(num_samples=3)
-    replay._ensure_setup(x)
+    replay.prepare(x)
     replay.noise.set_state(state)
     mx.random.seed(99)
     singles = []
@@ -126,7 +126,7 @@ def test_non_finite_step_is_discarded_and_parameters_stay_finite(data):
     train, _ = data
     x, y = next(iter(train))
     trainer = make_trainer()
-    trainer._ensure_setup(x)
+    trainer.prepare(x)
     before = [p.data().copy() for p in trainer.variational_params]
     bad = x.copy()
     bad[0, 0] = np.nan
@@ -354,3 +354,13 @@ def test_sampling_argument_is_checked(data):
             other.evaluate(test, num_samples=2, sampling="local")
     with pytest.raises(ValueError, match="the first block is a HybridLambda"):
         BBBTrainer(first_lambda, BBBLoss(GaussianPrior(1.0))).predict_proba(x, sampling="local")
+
+
+def test_epoch_log_line_is_readable():
+    from gluon_bbb.trainer import epoch_line
+    record = {"epoch": 3, "loss": 1059669.4, "nll": 3353.6, "complexity": 1056315.8,
+              "train_error": 0.01757, "test_error": 0.0247, "skipped_steps": 0, "seconds": 4.26}
+    assert epoch_line(record, 10) == ("epoch 3/10  free energy 1,059,669 (nll 3,354 + complexity "
+                                      "1,056,316)  train 1.76%  test 2.47%  4.3 s")
+    assert "validation 2.47%" in epoch_line(record, 10, "validation")
+    assert "2 steps skipped" in epoch_line(dict(record, skipped_steps=2), 10)

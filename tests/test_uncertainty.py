@@ -151,25 +151,40 @@ def test_refuse_to_classify_on_a_hand_example():
 def test_mc_predict_matches_numpy_forward_passes_of_the_same_weight_samples(trained):
     trainer, x, y = trained
     state = trainer.noise.get_state()
+    mx.random.seed(7, ctx=trainer.ctx)  # the fused path draws from MXNet's generator
     prediction = uncertainty.mc_predict(trainer, ArrayLoader(x, y, 100), num_samples=3)
     assert prediction.sample_probs.shape == (3, len(x), 3)
     np.testing.assert_array_equal(prediction.labels, y)
-    # Replay the three noise draws: w = mu + softplus(rho) * eps, then a float64 forward pass.
+    # Replay the three draws of the same stream, then a float64 forward pass of each.
     trainer.noise.set_state(state)
-    mus = [m.data().asnumpy().astype(np.float64) for m in trainer.posterior.mus]
-    sigmas = [ref.softplus(r.data().asnumpy().astype(np.float64)) for r in trainer.posterior.rhos]
+    mx.random.seed(7, ctx=trainer.ctx)
     for sample in range(3):
-        eps = [e.asnumpy().astype(np.float64) for e in trainer.noise.sample()]
-        weights = [m + s * e for m, s, e in zip(mus, sigmas, eps)]
+        trainer.draw_network()
+        weights = [t.data().asnumpy().astype(np.float64) for t in trainer.posterior.targets]
         logits = ref.mlp_forward(x.astype(np.float64), list(zip(weights[0::2], weights[1::2])))
         probs = np.exp(logits - logits.max(1, keepdims=True))
         probs /= probs.sum(1, keepdims=True)
         np.testing.assert_allclose(prediction.sample_probs[sample], probs, rtol=1e-4, atol=1e-6)
+    trainer.set_mean()
     np.testing.assert_allclose(prediction.mean_probs, prediction.sample_probs.mean(axis=0))
     assert prediction.mutual_information.max() > 0  # the sampled networks disagree somewhere
     for target, mu in zip(trainer.posterior.targets, trainer.posterior.mus):  # means restored
         np.testing.assert_array_equal(target.data().asnumpy(), mu.data().asnumpy())
     assert prediction.error < 0.1
+
+
+@pytest.mark.parametrize("sampling", ["weights", "local"])
+def test_mc_predict_and_the_trainer_share_one_monte_carlo_path(trained, sampling):
+    """uncertainty.mc_predict and BBBTrainer.predict_proba draw the same networks from the
+    same stream (gluon_bbb.predictive), for both sampling methods."""
+    trainer, x, y = trained
+    state = trainer.noise.get_state()
+    mx.random.seed(11, ctx=trainer.ctx)
+    ours = uncertainty.mc_predict(trainer, x, num_samples=4, labels=y, sampling=sampling)
+    trainer.noise.set_state(state)
+    mx.random.seed(11, ctx=trainer.ctx)
+    theirs = trainer.predict_proba(mx.nd.array(x), num_samples=4, sampling=sampling).asnumpy()
+    np.testing.assert_allclose(ours.mean_probs, theirs, rtol=1e-5, atol=1e-7)
 
 
 def test_mc_predict_on_arrays_with_labels_and_batches(trained):

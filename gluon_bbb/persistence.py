@@ -1,0 +1,130 @@
+"""Saving and restoring a :class:`~gluon_bbb.BBBTrainer`: what its checkpoint holds.
+
+The file format, and every check made while reading it, is :mod:`gluon_bbb.checkpoint`'s;
+the optimizer state is :mod:`gluon_bbb.optimizer_state`'s. A checkpoint holds:
+
+* arrays: mu and rho of every weight tensor, and the network's other non-trainable arrays
+  (e.g. BatchNorm running statistics) as ``'net:<name>'``;
+* the optimizer state (Adam and SGD; others start afresh);
+* metadata: epoch, history, prior, likelihood, settings, seed, and the state of the
+  pure-MXNet path's NumPy noise generator (so Monte Carlo predictions after loading continue
+  the saved stream).
+"""
+import logging
+
+import mxnet as mx
+from mxnet import nd
+
+from . import optimizer_state
+from .checkpoint import CheckpointError, checked_field, read_checkpoint, write_checkpoint
+from .posterior import GaussianNoise, trainable_parameters
+from .priors import prior_from_config
+
+__all__ = ["save_trainer", "load_trainer", "checkpoint_arrays"]
+
+logger = logging.getLogger(__name__)
+
+
+def checkpoint_arrays(trainer):
+    """name -> NDArray of the arrays a checkpoint of ``trainer`` stores."""
+    posterior = trainer.posterior
+    arrays = {p.name[len(posterior.prefix):]: p.data() for p in trainer.variational_params}
+    covered = {id(param) for _, param in trainable_parameters(trainer.net)}
+    for name, param in trainer.net.collect_params().items():
+        if id(param) not in covered:
+            arrays["net:" + name] = param.data()
+    return arrays
+
+
+def save_trainer(trainer, path):
+    """Atomically write ``trainer``'s checkpoint to ``path`` (no pickle)."""
+    if trainer.posterior is None:
+        raise RuntimeError("nothing to save: the trainer has not seen any data yet")
+    metadata = {
+        "kind": "bbb",
+        "epoch": trainer.epoch,
+        "history": trainer.history,
+        "prior": trainer.loss.prior.config(),
+        "likelihood": trainer.loss.likelihood,
+        "noise_sigma": trainer.loss.noise_sigma,
+        "num_samples": trainer.num_samples,
+        "kl_weighting": trainer.kl_weighting,
+        "kl_scale": trainer.kl_scale,
+        "optimizer_params": {k: v for k, v in trainer.optimizer_params.items()
+                             if isinstance(v, (int, float, str, bool))},
+        "parameter_names": trainer.posterior.names,
+        "shapes": [list(s) for s in trainer.posterior.shapes],
+        "seed": trainer.seed,
+        "noise_state": trainer.noise.get_state(),
+    }
+    write_checkpoint(path, checkpoint_arrays(trainer), metadata,
+                     optimizer_state.capture(trainer.trainer))
+
+
+def load_trainer(trainer, path, optimizer=True, trust_pickled_state=False):
+    """Restore a checkpoint into ``trainer``; see :meth:`gluon_bbb.BBBTrainer.load`.
+
+    Everything is read and checked before the trainer changes.
+    """
+    if trainer.posterior is None:
+        raise RuntimeError(
+            "the network's parameter shapes are unknown: run one forward pass through it "
+            "before BBBTrainer(...) and load()"
+        )
+    arrays = checkpoint_arrays(trainer)
+    stored = read_checkpoint(path, expected={name: a.shape for name, a in arrays.items()},
+                             with_optimizer=optimizer, trust_pickled_state=trust_pickled_state)
+    metadata = stored.metadata
+    epoch = checked_field(metadata, "epoch", int, path)
+    history = checked_field(metadata, "history", list, path)
+    if epoch < 0 or not all(isinstance(record, dict) for record in history):
+        raise CheckpointError(f"{path}: epoch {epoch} or its history is malformed")
+    seed = checked_field(metadata, "seed", int, path, optional=True, default=trainer.seed)
+    noise_state = metadata.get("noise_state")
+    if noise_state is not None:
+        try:  # checked on a spare generator before the trainer changes
+            GaussianNoise([], mx.cpu(), seed=0).set_state(noise_state)
+        except ValueError as error:
+            raise CheckpointError(f"{path}: noise_state: {error}") from None
+    try:
+        prior = prior_from_config(checked_field(metadata, "prior", dict, path))
+    except (TypeError, ValueError) as error:
+        raise CheckpointError(f"{path}: the stored prior is not valid ({error})") from None
+    values = {name: nd.array(stored.arrays[name], ctx=trainer.ctx, dtype=array.dtype)
+              for name, array in arrays.items()}
+    if optimizer:
+        _restore_optimizer(trainer, path, stored)  # checks everything before it changes anything
+    for name, param in trainer.net.collect_params().items():
+        if "net:" + name in values:
+            param.set_data(values["net:" + name])
+    posterior = trainer.posterior
+    for param in trainer.variational_params:
+        param.set_data(values[param.name[len(posterior.prefix):]])
+    if prior != trainer.loss.prior:
+        logger.warning("replacing the loss's prior %r by the checkpoint's %r", trainer.loss.prior,
+                       prior)
+        trainer.loss.prior = prior
+        if trainer.hybridize:
+            trainer.loss.hybridize()  # drops the cached graph built with the old prior
+    if noise_state is not None:
+        trainer.noise.set_state(noise_state)  # MC predictions continue the saved stream
+    trainer.seed = seed
+    trainer.epoch = epoch
+    trainer.history = list(history)
+    trainer.set_mean()
+    return metadata
+
+
+def _restore_optimizer(trainer, path, stored):
+    """The optimizer state of a checkpoint into the trainer's ``gluon.Trainer``, or a warning
+    that it starts afresh."""
+    if stored.optimizer is not None:
+        optimizer_state.restore(trainer.trainer, *stored.optimizer, source=path)
+    elif stored.pickled_optimizer is not None:
+        optimizer_state.load_pickled(trainer.trainer, stored.pickled_optimizer)
+    elif optimizer_state.family(trainer.trainer.optimizer) is None:
+        logger.warning("%s: the state of optimizer %s is not stored in checkpoints; it starts "
+                       "afresh", path, type(trainer.trainer.optimizer).__name__)
+    elif stored.metadata.get("epoch"):
+        logger.warning("%s holds no optimizer state (a slimmed checkpoint?); the optimizer "
+                       "starts afresh", path)
