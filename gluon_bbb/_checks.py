@@ -2,7 +2,7 @@
 import math
 import numbers
 
-__all__ = ["check_int", "check_positive"]
+__all__ = ["check_int", "check_positive", "check_positive_ints"]
 
 
 def check_int(name, value, minimum=1):
@@ -43,3 +43,26 @@ def check_positive(name, value):
             or not (math.isfinite(value) and value > 0)):
         raise ValueError(f"{name} must be a finite positive number, got {value!r}")
     return float(value)
+
+
+def check_positive_ints(name, values):
+    """``values`` as a list of Python ints, each >= 1, or a ValueError naming ``name``.
+
+    Parameters
+    ----------
+    name : str
+        The argument's name, for the message.
+    values : sequence
+        Of integers (Python or NumPy, not ``bool``); a string is refused.
+
+    Returns
+    -------
+    list of int
+    """
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise ValueError(f"{name} must be a sequence of positive integers, got {values!r}")
+    values = list(values)
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            raise ValueError(f"{name} must hold positive integers, got {value!r} in {values!r}")
+    return [int(value) for value in values]

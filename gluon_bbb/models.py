@@ -7,6 +7,8 @@ import numbers
 
 from mxnet import gluon
 
+from ._checks import check_positive_ints
+
 __all__ = ["ACTIVATIONS", "mlp"]
 
 #: Activations of the hidden layers that :func:`mlp` accepts (MXNet's ``act_type`` values).
@@ -38,9 +40,8 @@ def mlp(hidden_sizes=(400, 400), num_outputs=10, activation="relu", dropout=0.0)
         A hidden size or ``num_outputs`` that is not a positive integer, an unknown
         ``activation``, or ``dropout`` outside [0, 1).
     """
-    hidden_sizes = _positive_ints("hidden_sizes", hidden_sizes)
-    if not _is_positive_int(num_outputs):
-        raise ValueError(f"num_outputs must be a positive integer, got {num_outputs!r}")
+    hidden_sizes = check_positive_ints("hidden_sizes", hidden_sizes)
+    check_positive_ints("num_outputs", [num_outputs])
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
     if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real) or not 0.0 <= dropout < 1.0:
@@ -53,18 +54,3 @@ def mlp(hidden_sizes=(400, 400), num_outputs=10, activation="relu", dropout=0.0)
                 net.add(gluon.nn.Dropout(float(dropout)))
         net.add(gluon.nn.Dense(num_outputs))
     return net
-
-
-def _is_positive_int(value):
-    return not isinstance(value, bool) and isinstance(value, numbers.Integral) and value >= 1
-
-
-def _positive_ints(name, values):
-    """``values`` as a list of Python ints, each >= 1, or a ValueError naming ``name``."""
-    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
-        raise ValueError(f"{name} must be a sequence of positive integers, got {values!r}")
-    values = list(values)
-    for value in values:
-        if not _is_positive_int(value):
-            raise ValueError(f"{name} must hold positive integers, got {value!r} in {values!r}")
-    return [int(value) for value in values]

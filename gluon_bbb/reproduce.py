@@ -58,7 +58,7 @@ from mxnet import autograd, gluon, nd
 from tqdm import tqdm
 
 from . import data, models, optimizer_state
-from ._checks import check_int
+from ._checks import check_int, check_positive_ints
 from .baselines import evaluate_deterministic
 from .checkpoint import (CheckpointError, atomic_write_bytes, checked_field, load_parameter_file,
                          read_checkpoint, read_json, read_metadata, save_parameter_file, write_json,
@@ -74,7 +74,7 @@ from .trainer import BBBTrainer, NonFiniteLossError
 __all__ = ["CONFIGS", "DESCRIPTIONS", "PAPER_TEST_ERROR", "PAPER_GRID", "SEARCH_KEYS",
            "EXTRA_KEYS", "learning_rate_schedule", "describe",
            "get_config", "check_hyperparameter", "check_run_dir", "checked_stored_config",
-           "run", "report", "evaluate_run", "read_result",
+           "run_kind", "make_runner", "run", "report", "evaluate_run", "read_result",
            "results_table", "renamed_record", "grid_settings", "sample_settings",
            "parse_setting", "search", "search_table"]
 
@@ -227,7 +227,7 @@ def check_hyperparameter(key, value):
         return float(value)
 
     if key == "hidden":
-        return models._positive_ints("hidden", value)
+        return check_positive_ints("hidden", value)
     if key == "subset":
         return None if value is None else integer(1)
     if key in ("seed",):
@@ -276,7 +276,8 @@ def make_prior(config):
                              math.exp(-config["log_sigma2"]))
 
 
-def _kind(config):
+def run_kind(config):
+    """'bbb' for a Bayes-by-Backprop configuration, 'deterministic' for a baseline."""
     return "bbb" if config["method"] == "bbb" else "deterministic"
 
 
@@ -284,7 +285,7 @@ def _hyperparameters(config):
     """The keys that identify a run: everything but bookkeeping (with :data:`LATER_DEFAULTS`
     filled in for folders written before those keys existed)."""
     bookkeeping = {"reproduce", "overrides", "epochs", "data_dir", "output_dir", "description"}
-    values = dict(LATER_DEFAULTS[_kind(config)], **config)
+    values = dict(LATER_DEFAULTS[run_kind(config)], **config)
     return {key: value for key, value in values.items() if key not in bookkeeping}
 
 
@@ -323,7 +324,7 @@ def checked_stored_config(config, source):
     checked = dict(config)
     for key, default in CONFIGS[name].items():
         if key not in config:
-            if key in LATER_DEFAULTS[_kind(CONFIGS[name])]:
+            if key in LATER_DEFAULTS[run_kind(CONFIGS[name])]:
                 continue  # written before the key existed
             raise CheckpointError(f"{source} lacks the hyperparameter {key!r}")
         try:
@@ -592,8 +593,10 @@ class _DeterministicRun:
         return None
 
 
-def _runner(config, ctx):
-    return _BBBRun(config, ctx) if _kind(config) == "bbb" else _DeterministicRun(config, ctx)
+def make_runner(config, ctx):
+    """The runner of a configuration: it builds the network and trainer, trains, saves and
+    loads its run folder's checkpoints, and evaluates (``load_best``, ``evaluate``)."""
+    return _BBBRun(config, ctx) if run_kind(config) == "bbb" else _DeterministicRun(config, ctx)
 
 
 def _is_record(record):
@@ -682,7 +685,7 @@ def _run_locked(config, epochs, output_dir, data_dir, ctx, mc_samples, progress,
     check_run_dir(output_dir, config)
     if loaders is None:
         loaders = _loaders(config, data_dir, ctx)
-    runner = _runner(config, ctx)
+    runner = make_runner(config, ctx)
     files = FILES[runner.kind]
     checkpoint = os.path.join(output_dir, files["checkpoint"])
     os.makedirs(output_dir, exist_ok=True)
@@ -760,12 +763,12 @@ def evaluate_run(run_dir, mc_samples=MC_SAMPLES, data_dir=None, ctx=None):
     """
     config = read_run_config(run_dir)
     ctx = resolve_context(ctx)
-    files = FILES[_kind(config)]
+    files = FILES[run_kind(config)]
     if not os.path.isfile(os.path.join(run_dir, files["best"])):
         raise FileNotFoundError(f"{os.path.join(run_dir, files['best'])} not found: {run_dir} "
                                 "has no completed epoch yet")
     loaders = _loaders(config, data_dir or config.get("data_dir"), ctx)
-    runner = _runner(config, ctx)
+    runner = make_runner(config, ctx)
     best_epoch = runner.load_best(run_dir)
     mean = runner.evaluate(loaders["test"], num_samples=0)
     mc = runner.evaluate(loaders["test"], num_samples=mc_samples) if runner.kind == "bbb" else None
@@ -803,8 +806,8 @@ def report(run_dir, mc_samples=MC_SAMPLES, data_dir=None, ctx=None, command=None
     start = time.time()
     config = read_run_config(run_dir)
     ctx = resolve_context(ctx)
-    files = FILES[_kind(config)]
-    metadata = _checkpoint_metadata(os.path.join(run_dir, files["checkpoint"]), _kind(config))
+    files = FILES[run_kind(config)]
+    metadata = _checkpoint_metadata(os.path.join(run_dir, files["checkpoint"]), run_kind(config))
     history = [renamed_record(record) for record in metadata.get("history", [])]
     best = _best_of(metadata.get("history", []))
     if best is None and not metadata and os.path.isfile(os.path.join(run_dir, files["best"])):
@@ -830,7 +833,7 @@ def report(run_dir, mc_samples=MC_SAMPLES, data_dir=None, ctx=None, command=None
         if session.get("fused"):
             fused_sessions.append(session["fused"])
     fused = None
-    if _kind(config) == "bbb":
+    if run_kind(config) == "bbb":
         fused = {"used_in_training": (all(f["used"] for f in fused_sessions)
                                       if fused_sessions else None),
                  "training_reasons": sorted({f["reason"] for f in fused_sessions if f["reason"]}),

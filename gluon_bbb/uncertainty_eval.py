@@ -181,7 +181,7 @@ def _mnist_config(run_dir):
         raise ValueError(f"{run_dir} holds a run trained on {config.get('dataset')!r}; the "
                          "uncertainty evaluation needs a run trained on MNIST (Fashion-MNIST "
                          "is its out-of-distribution set)")
-    best = os.path.join(run_dir, reproduce.FILES[reproduce._kind(config)]["best"])
+    best = os.path.join(run_dir, reproduce.FILES[reproduce.run_kind(config)]["best"])
     if not os.path.isfile(best):
         raise FileNotFoundError(f"{best} not found: {run_dir} has no completed epoch yet")
     return config
@@ -225,7 +225,7 @@ def predict_run(run_dir, mc_samples=10, data_dir=None, ood_data_dir=None, num_no
     inputs, labels = load_evaluation_sets(config, data_dir or config.get("data_dir"),
                                           ood_data_dir, num_noise, seed)
     ctx = resolve_context(ctx)
-    runner = reproduce._runner(config, ctx)
+    runner = reproduce.make_runner(config, ctx)
     best_epoch = runner.load_best(run_dir)
     everything = np.concatenate([inputs[name] for name in SETS])
     sizes = {name: len(inputs[name]) for name in SETS}

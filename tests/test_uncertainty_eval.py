@@ -149,7 +149,7 @@ def test_mc_prediction_matches_mc_predict_on_the_same_weight_samples(bbb_run):
     run = uncertainty_eval.predict_run(str(bbb_run), mc_samples=3, num_noise=20)
     inputs, labels = uncertainty_eval.load_evaluation_sets(run.config, num_noise=20,
                                                            data_dir=run.config["data_dir"])
-    runner = reproduce._runner(run.config, resolve_context(None))
+    runner = reproduce.make_runner(run.config, resolve_context(None))
     runner.load_best(str(bbb_run))
     everything = np.concatenate([inputs[name] for name in uncertainty_eval.SETS])
     expected = uncertainty.mc_predict(runner.trainer, nd.array(everything), 3)
