@@ -28,7 +28,7 @@ import math
 
 import mxnet as mx
 import numpy as np
-from matplotlib.figure import Figure
+
 from mxnet import autograd, gluon, nd
 from tqdm import tqdm
 
@@ -36,6 +36,7 @@ from ._checks import check_int
 from .context import resolve_context
 from .loss import BBBLoss
 from .models import mlp
+from .plots import axes_for
 from .priors import Prior, ScaleMixturePrior
 from .trainer import BBBTrainer
 from .uncertainty import sample_network_outputs
@@ -460,7 +461,7 @@ def replay_history(env, actions, seed=0):
                          oracle - env.expected_rewards(indices, actions))
 
 
-def plot_cumulative_regret(histories, expected=True):
+def plot_cumulative_regret(histories, expected=True, ax=None):
     """Cumulative regret against steps on a log scale, one line per agent (like Fig. 6).
 
     Parameters
@@ -468,6 +469,8 @@ def plot_cumulative_regret(histories, expected=True):
     histories : dict of str -> BanditHistory
     expected : bool
         Plot the expected regret (smooth, never decreasing); False plots the realised one.
+    ax : matplotlib Axes, optional
+        Drawn into; default a new Figure.
 
     Returns
     -------
@@ -475,12 +478,11 @@ def plot_cumulative_regret(histories, expected=True):
     """
     if not isinstance(histories, dict) or not histories:
         raise ValueError("histories must be a non-empty dict of name -> BanditHistory")
-    figure = Figure(figsize=(6, 4), constrained_layout=True)
-    ax = figure.subplots()
+    ax = axes_for(ax)
     for name, history in histories.items():
         curve = history.cumulative_expected_regret if expected else history.cumulative_regret
         ax.plot(np.arange(1, len(curve) + 1), curve, label=name)
     ax.set_yscale("log")
     ax.set(xlabel="step", ylabel=("expected " if expected else "") + "cumulative regret")
     ax.legend()
-    return figure
+    return ax.figure

@@ -22,6 +22,7 @@ from matplotlib.ticker import MaxNLocator
 from ._checks import check_int
 
 __all__ = [
+    "axes_for",
     "image_grid",
     "training_curves",
     "weight_densities",
@@ -35,10 +36,41 @@ METHOD_LABELS = {"snr": "signal-to-noise ratio", "naive": "|mu| (naive)"}
 
 
 # ---------------------------------------------------------------------------- helpers
-def _new_axes(ncols=1, figsize=(6.0, 4.0)):
-    figure = Figure(figsize=figsize, constrained_layout=True)
-    axes = figure.subplots(1, ncols, squeeze=False)[0]
-    return list(axes) if ncols > 1 else axes[0]
+def axes_for(ax=None, count=1, figsize=None, sharey=False):
+    """The axes a plot function draws on: the caller's, or new ones in a new Figure.
+
+    Every plot function of gluon_bbb takes ``ax=None`` and returns the Figure it drew on;
+    this is the one place that makes that rule.
+
+    Parameters
+    ----------
+    ax : matplotlib Axes, sequence of ``count`` Axes, or None
+        None: a new Figure with ``count`` panels side by side.
+    count : int, >= 1
+        Panels the plot needs (one per model for multi-panel plots).
+    figsize : (float, float), optional
+        Of a new Figure; default 6 x 4 inches, 4 inches wide per panel for several.
+    sharey : bool
+        New panels share their y axis.
+
+    Returns
+    -------
+    Axes (count 1) or list of Axes
+    """
+    count = check_int("count", count)
+    if ax is None:
+        figure = Figure(figsize=figsize or ((6.0, 4.0) if count == 1 else (4.0 * count, 4.0)),
+                        constrained_layout=True)
+        axes = list(figure.subplots(1, count, squeeze=False, sharey=sharey)[0])
+        return axes if count > 1 else axes[0]
+    if count == 1:
+        if isinstance(ax, (list, tuple)):
+            raise ValueError("ax must be one matplotlib Axes for this plot, got a sequence")
+        return ax
+    if not isinstance(ax, (list, tuple)) or len(ax) != count:
+        raise ValueError(f"this plot draws {count} panels: ax must be a sequence of {count} "
+                         f"Axes, got {ax!r:.60}")
+    return list(ax)
 
 
 def _colors(count):
@@ -62,15 +94,6 @@ def _as_numpy(values, name):
         return np.asarray(values, dtype=float)
     except (TypeError, ValueError):
         raise TypeError(f"{name} must be an array of numbers, got {type(values).__name__}") from None
-
-
-def _check_axes(axes, count, name):
-    if axes is None:
-        return _new_axes(count, figsize=(5.0 * count, 3.8))
-    axes = list(axes)
-    if len(axes) != count:
-        raise ValueError(f"{name} must hold {count} matplotlib Axes, got {len(axes)}")
-    return axes
 
 
 def _finite_number(value, name, positive=False):
@@ -146,7 +169,7 @@ LOSS_KEYS = ("loss", "nll", "complexity")
 ERROR_KEYS = ("train_error", "validation_error", "test_error")
 
 
-def training_curves(history, label=None, axes=None):
+def training_curves(history, label=None, ax=None):
     """Loss (and its nll and complexity parts) and error rates per epoch.
 
     Parameters
@@ -158,7 +181,8 @@ def training_curves(history, label=None, axes=None):
         (in %) on the right.
     label : str, optional
         Prefix of the legend entries, to compare several runs on the same ``axes``.
-    axes : pair of matplotlib Axes, optional
+    ax : pair of matplotlib Axes, optional
+        Drawn into; default a new Figure with two panels.
 
     Returns
     -------
@@ -166,7 +190,7 @@ def training_curves(history, label=None, axes=None):
     """
     if not isinstance(history, (list, tuple)) or not history or not all(isinstance(r, dict) for r in history):
         raise ValueError("history must be a non-empty list of dicts, one per epoch")
-    loss_ax, error_ax = _check_axes(axes, 2, "axes")
+    loss_ax, error_ax = axes_for(ax, 2, figsize=(10.0, 3.8))
     epochs = [record.get("epoch", i + 1) for i, record in enumerate(history)]
     prefix = f"{label}: " if label else ""
     for ax, keys, scale in ((loss_ax, LOSS_KEYS, 1.0), (error_ax, ERROR_KEYS, 100.0)):
@@ -227,7 +251,7 @@ def weight_densities(named_weight_arrays, ax=None, bins=200, limits=None):
     if not low < high:
         raise ValueError(f"limits must satisfy low < high, got {limits!r}")
     edges = np.linspace(low, high, bins + 1)
-    ax = ax if ax is not None else _new_axes()
+    ax = ax if ax is not None else axes_for()
     for (name, values), color in zip(arrays.items(), _colors(len(arrays))):
         ax.plot(*_density_line(values, edges), color=color, label=name)
     ax.set_xlabel("weight")
@@ -238,7 +262,7 @@ def weight_densities(named_weight_arrays, ax=None, bins=200, limits=None):
     return ax.figure
 
 
-def log_snr_density(snr, cutoffs=None, axes=None, bins=200):
+def log_snr_density(snr, cutoffs=None, ax=None, bins=200):
     """Density and CDF of the signal-to-noise ratio in decibels (the paper's Fig. 4).
 
     The x axis is 10 log10(|mu| / sigma), as in the paper. Weights with a ratio of 0 or
@@ -251,7 +275,8 @@ def log_snr_density(snr, cutoffs=None, axes=None, bins=200):
     cutoffs : sequence of float in (0, 1), optional
         Fractions pruned: a vertical line marks the ratio below which each fraction of the
         weights lies.
-    axes : pair of matplotlib Axes, optional
+    ax : pair of matplotlib Axes, optional
+        Drawn into; default a new Figure with two panels.
     bins : int, >= 1
 
     Returns
@@ -269,7 +294,7 @@ def log_snr_density(snr, cutoffs=None, axes=None, bins=200):
     for fraction in cutoffs:
         if isinstance(fraction, bool) or not isinstance(fraction, numbers.Real) or not 0 < fraction < 1:
             raise ValueError(f"cutoffs must be fractions in (0, 1), got {fraction!r}")
-    density_ax, cdf_ax = _check_axes(axes, 2, "axes")
+    density_ax, cdf_ax = axes_for(ax, 2, figsize=(10.0, 3.8))
     edges = np.linspace(decibels.min(), decibels.max() + 1e-9, bins + 1)
     centers, density = _density_line(decibels, edges)
     counts, _ = np.histogram(decibels, bins=edges)
@@ -313,7 +338,7 @@ def pruning_curve(table, ax=None):
         if not isinstance(row, dict) or not {"fraction", "method", "test_error"} <= set(row):
             raise ValueError(f"each row of table needs 'fraction', 'method' and 'test_error', got {row!r}")
     methods = list(dict.fromkeys(row["method"] for row in table))
-    ax = ax if ax is not None else _new_axes()
+    ax = ax if ax is not None else axes_for()
     for method, color in zip(methods, _colors(len(methods))):
         rows = sorted((row for row in table if row["method"] == method), key=lambda r: r["fraction"])
         ax.plot([100 * r["fraction"] for r in rows], [100 * r["test_error"] for r in rows],
@@ -348,7 +373,7 @@ def posterior_gaussian(mu, sigma, ax=None, label=None, num_std=4.0):
     num_std = _finite_number(num_std, "num_std", positive=True)
     w = np.linspace(mu - num_std * sigma, mu + num_std * sigma, 201)
     density = np.exp(-0.5 * ((w - mu) / sigma) ** 2) / (sigma * math.sqrt(2.0 * math.pi))
-    ax = ax if ax is not None else _new_axes()
+    ax = ax if ax is not None else axes_for()
     color = _colors(len(ax.lines) + 1)[-1]
     ax.plot(w, density, color=color, label=label or f"mu = {mu:.3g}, sigma = {sigma:.3g}")
     ax.set_xlabel("weight")

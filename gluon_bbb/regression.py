@@ -21,7 +21,6 @@ import time
 
 import mxnet as mx
 import numpy as np
-from matplotlib.figure import Figure
 from mxnet import autograd, gluon, nd
 from tqdm import tqdm
 
@@ -29,6 +28,7 @@ from ._checks import check_int
 from ._math import softplus
 from .context import resolve_context
 from .loss import BBBLoss
+from .plots import axes_for
 from .trainer import BBBTrainer
 from .uncertainty import sample_network_outputs
 
@@ -263,7 +263,7 @@ def predictive_band(samples, quantiles=(0.25, 0.5, 0.75)):
     return Band(*np.quantile(samples, quantiles, axis=0))
 
 
-def plot_regression(x_train, y_train, x_grid, bands, train_range=None, show_curve=True):
+def plot_regression(x_train, y_train, x_grid, bands, train_range=None, show_curve=True, ax=None):
     """Fig. 5 of the paper: training data, and each model's median and band over a wider range.
 
     Parameters
@@ -276,6 +276,8 @@ def plot_regression(x_train, y_train, x_grid, bands, train_range=None, show_curv
         Shade the interval the training inputs came from.
     show_curve : bool
         Draw the noise-free curve :func:`toy_function` (x, 0) for reference.
+    ax : sequence of matplotlib Axes, one per model (an Axes for one model), optional
+        Drawn into; default a new Figure whose panels share the y axis.
 
     Returns
     -------
@@ -284,8 +286,8 @@ def plot_regression(x_train, y_train, x_grid, bands, train_range=None, show_curv
     if not isinstance(bands, dict) or not bands:
         raise ValueError("bands must be a non-empty dict of name -> Band")
     x_train, x_grid = np.ravel(x_train), np.ravel(x_grid)
-    figure = Figure(figsize=(5 * len(bands), 4), constrained_layout=True)
-    axes = figure.subplots(1, len(bands), squeeze=False, sharey=True)[0]
+    axes = axes_for(ax, len(bands), figsize=(5.0 * len(bands), 4.0), sharey=True)
+    axes = axes if isinstance(axes, list) else [axes]
     for ax, (name, band) in zip(axes, bands.items()):
         if train_range is not None:
             ax.axvspan(*train_range, color="0.9", label="training inputs")
@@ -297,4 +299,4 @@ def plot_regression(x_train, y_train, x_grid, bands, train_range=None, show_curv
         ax.set(title=name, xlabel="x")
     axes[0].set_ylabel("y")
     axes[0].legend(loc="upper left", fontsize=8)
-    return figure
+    return axes[0].figure

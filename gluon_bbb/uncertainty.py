@@ -17,11 +17,11 @@ below. Entropies are in nats.
 from dataclasses import dataclass
 
 import numpy as np
-from matplotlib.figure import Figure
 from mxnet import autograd, nd
 
 from . import predictive
 from ._checks import check_int
+from .plots import axes_for
 from .context import resolve_context
 
 __all__ = [
@@ -415,23 +415,25 @@ def refuse_to_classify(probs, labels, thresholds):
 
 
 # ----------------------------------------------------------------------------
-# Plots (each returns a new matplotlib Figure; no pyplot state)
+# Plots (each draws on ``ax`` or a new Figure and returns the Figure; no pyplot state)
 # ----------------------------------------------------------------------------
 
-def plot_reliability_diagrams(diagrams):
+def plot_reliability_diagrams(diagrams, ax=None):
     """Accuracy against confidence per bin, one panel per model.
 
     Parameters
     ----------
     diagrams : dict of str -> ReliabilityDiagram
+    ax : sequence of matplotlib Axes, one per model (an Axes for one model), optional
+        Drawn into; default a new Figure.
 
     Returns
     -------
     matplotlib.figure.Figure
     """
     _check_mapping("diagrams", diagrams)
-    figure = Figure(figsize=(4 * len(diagrams), 4), constrained_layout=True)
-    axes = figure.subplots(1, len(diagrams), squeeze=False)[0]
+    axes = axes_for(ax, len(diagrams), figsize=(4.0 * len(diagrams), 4.0))
+    axes = axes if isinstance(axes, list) else [axes]
     for ax, (name, diagram) in zip(axes, diagrams.items()):
         edges = diagram.bin_edges
         heights = np.nan_to_num(diagram.accuracy)
@@ -441,10 +443,10 @@ def plot_reliability_diagrams(diagrams):
         ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="confidence", ylabel="accuracy",
                title=f"{name}: ECE {diagram.ece:.4f}")
         ax.legend(loc="upper left")
-    return figure
+    return axes[0].figure
 
 
-def plot_score_histograms(scores, xlabel="predictive entropy (nats)", num_bins=50):
+def plot_score_histograms(scores, xlabel="predictive entropy (nats)", num_bins=50, ax=None):
     """Overlaid, normalised histograms of an uncertainty score for several data sets.
 
     Parameters
@@ -452,14 +454,15 @@ def plot_score_histograms(scores, xlabel="predictive entropy (nats)", num_bins=5
     scores : dict of str -> array_like (n,)
     xlabel : str
     num_bins : int
+    ax : matplotlib Axes, optional
+        Drawn into; default a new Figure.
 
     Returns
     -------
     matplotlib.figure.Figure
     """
     _check_mapping("scores", scores)
-    figure = Figure(figsize=(6, 4), constrained_layout=True)
-    ax = figure.subplots()
+    ax = axes_for(ax)
     values = [_check_1d(name, value) for name, value in scores.items()]
     high = max(float(v.max()) for v in values)
     edges = np.linspace(0.0, high if high > 0 else 1.0, num_bins + 1)
@@ -467,29 +470,30 @@ def plot_score_histograms(scores, xlabel="predictive entropy (nats)", num_bins=5
         ax.hist(value, bins=edges, density=True, histtype="step", linewidth=1.5, label=name)
     ax.set(xlabel=xlabel, ylabel="density")
     ax.legend()
-    return figure
+    return ax.figure
 
 
-def plot_refusal_curves(curves):
+def plot_refusal_curves(curves, ax=None):
     """Error of the classified examples against coverage, one line per model.
 
     Parameters
     ----------
     curves : dict of str -> RefusalCurve
+    ax : matplotlib Axes, optional
+        Drawn into; default a new Figure.
 
     Returns
     -------
     matplotlib.figure.Figure
     """
     _check_mapping("curves", curves)
-    figure = Figure(figsize=(6, 4), constrained_layout=True)
-    ax = figure.subplots()
+    ax = axes_for(ax)
     for name, curve in curves.items():
         ax.plot(curve.coverage, 100 * curve.error, marker=".", label=name)
     ax.set(xlabel="coverage (fraction classified)", ylabel="error among classified (%)")
     ax.invert_xaxis()
     ax.legend()
-    return figure
+    return ax.figure
 
 
 # ----------------------------------------------------------------------------

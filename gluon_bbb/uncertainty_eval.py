@@ -412,12 +412,14 @@ def _headline(run):
     return "mc" if "mc" in run.predictions else "mean"
 
 
-def reliability_figure(runs, num_bins=NUM_BINS):
+def reliability_figure(runs, num_bins=NUM_BINS, ax=None):
     """Reliability diagrams of every predictor of every run, one panel each.
 
     Parameters
     ----------
     runs : list of RunPredictions
+    num_bins : int
+    ax : sequence of matplotlib Axes, one per panel, optional
 
     Returns
     -------
@@ -429,11 +431,16 @@ def reliability_figure(runs, num_bins=NUM_BINS):
             inside = sets["mnist"]
             diagrams[f"{run.name}\n{run.label(key)}"] = reliability_diagram(
                 inside.mean_probs, inside.labels, num_bins)
-    return plot_reliability_diagrams(diagrams)
+    return plot_reliability_diagrams(diagrams, ax=ax)
 
 
-def entropy_figure(run):
+def entropy_figure(run, ax=None):
     """Histograms of the predictive entropy on the three sets (the MC average for BBB).
+
+    Parameters
+    ----------
+    run : RunPredictions
+    ax : matplotlib Axes, optional
 
     Returns
     -------
@@ -441,8 +448,8 @@ def entropy_figure(run):
     """
     key = _headline(run)
     figure = plot_score_histograms({SET_NAMES[name]: run.predictions[key][name].entropy
-                                    for name in SETS})
-    figure.axes[0].set_title(f"{run.name}, {run.label(key)}")
+                                    for name in SETS}, ax=ax)
+    (ax or figure.axes[0]).set_title(f"{run.name}, {run.label(key)}")
     return figure
 
 

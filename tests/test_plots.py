@@ -79,7 +79,7 @@ def test_training_curves_draw_each_key_that_is_present():
     np.testing.assert_allclose(error_ax.lines[1].get_ydata(), [25.0, 15.0])  # in percent
     np.testing.assert_allclose(loss_ax.lines[1].get_xdata(), [1, 2])
     # a baseline drawn on the same axes: only its own keys, prefixed by its label
-    plots.training_curves(BASELINE_HISTORY, label="dropout", axes=figure.axes)
+    plots.training_curves(BASELINE_HISTORY, label="dropout", ax=figure.axes)
     assert labels_of(loss_ax)[3:] == ["dropout: loss"]
     assert labels_of(error_ax)[2:] == ["dropout: train_error", "dropout: test_error"]
     assert loss_ax.lines[3].get_color() != loss_ax.lines[0].get_color()
@@ -157,7 +157,7 @@ def test_functions_draw_into_given_axes():
     (lambda: plots.image_grid(np.zeros((3, 4, 4)), [0, 1]), ValueError, "labels"),
     (lambda: plots.image_grid(np.zeros((3, 4, 4)), [0, 1, 2], rows=0), ValueError, "rows"),
     (lambda: plots.training_curves([]), ValueError, "history"),
-    (lambda: plots.training_curves(BBB_HISTORY, axes=[None]), ValueError, "axes"),
+    (lambda: plots.training_curves(BBB_HISTORY, ax=[None]), ValueError, "ax"),
     (lambda: plots.weight_densities({}), ValueError, "named_weight_arrays"),
     (lambda: plots.weight_densities({"a": [1.0]}, limits=(1, 0)), ValueError, "limits"),
     (lambda: plots.log_snr_density([1.0], cutoffs=[1.0]), ValueError, "cutoffs"),
@@ -169,3 +169,34 @@ def test_functions_draw_into_given_axes():
 def test_bad_arguments_are_named(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+def test_every_plot_function_takes_ax_and_returns_the_figure_it_drew_on():
+    import inspect
+
+    from gluon_bbb import bandit, regression, uncertainty, uncertainty_eval
+    functions = [getattr(plots, name) for name in plots.__all__
+                 if name not in ("axes_for", "image_grid", "METHOD_LABELS")
+                 and callable(getattr(plots, name))]
+    functions += [getattr(module, name) for module in (uncertainty, bandit, regression)
+                  for name in module.__all__ if name.startswith("plot_")]
+    functions += [uncertainty_eval.reliability_figure, uncertainty_eval.entropy_figure]
+    missing = [f.__qualname__ for f in functions if "ax" not in inspect.signature(f).parameters]
+    assert not missing, missing
+    figure = Figure()
+    ax = figure.subplots()
+    drawn = uncertainty.plot_score_histograms({"in": [0.1, 0.2], "out": [0.5, 0.9]}, ax=ax)
+    assert drawn is figure and ax.get_xlabel() == "predictive entropy (nats)"
+    pair = Figure().subplots(1, 2)
+    assert plots.training_curves(BBB_HISTORY, ax=list(pair)) is pair[0].figure
+
+
+def test_axes_for_checks_what_it_is_given():
+    figure = Figure()
+    one = figure.subplots()
+    assert plots.axes_for(one) is one
+    assert len(plots.axes_for(None, 3)) == 3
+    with pytest.raises(ValueError, match="sequence of 2 Axes"):
+        plots.axes_for(one, 2)
+    with pytest.raises(ValueError, match="one matplotlib Axes"):
+        plots.axes_for([one])
