@@ -15,13 +15,17 @@ deterministic net, so :func:`gluon_bbb.plots.training_curves` draws both.
 import time
 
 import mxnet as mx
+import numpy as np
 from mxnet import autograd, gluon, nd
 from tqdm import tqdm
 
 from ._checks import check_int
 from .context import resolve_context
+from .seeding import epoch_seed
+from .trainer import NonFiniteLossError
 
-__all__ = ["train_deterministic", "evaluate_deterministic"]
+__all__ = ["train_deterministic", "evaluate_deterministic", "run_epochs", "classification_cost",
+           "prepare_network"]
 
 #: Optimizer parameters used when ``optimizer_params`` is not given (suits plain SGD).
 DEFAULT_OPTIMIZER_PARAMS = {"learning_rate": 0.1}
@@ -65,46 +69,112 @@ def train_deterministic(net, train_data, num_epochs, eval_data=None, optimizer="
     if not isinstance(net, gluon.Block):
         raise TypeError(f"net must be a gluon Block, got {type(net).__name__}")
     check_int("num_epochs", num_epochs)
-    num_batches = len(train_data)
-    if num_batches < 1:
-        raise ValueError("train_data yields no batches")
     ctx = resolve_context(ctx)
-    first_data, _ = next(iter(train_data))
-    _prepare(net, first_data.as_in_context(ctx), ctx, hybridize)
+    prepare_network(net, _first_batch(train_data)[0].as_in_context(ctx), ctx, hybridize)
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     if hybridize:
         loss_fn.hybridize()
     params = dict(DEFAULT_OPTIMIZER_PARAMS if optimizer_params is None else optimizer_params)
     trainer = gluon.Trainer(net.collect_params(), optimizer, params)
-    history = []
-    for epoch in range(int(num_epochs)):
+    return list(run_epochs(net, trainer, train_data, num_epochs, classification_cost(loss_fn),
+                           eval_data=eval_data, ctx=ctx, progress=progress))
+
+
+def classification_cost(loss_fn=None):
+    """The cost of :func:`run_epochs` for a classifier: summed softmax cross-entropy, and the
+    number of mistakes of the training-mode network.
+
+    Returns
+    -------
+    callable ``cost(logits, label) -> (loss (1,), mistakes (1,))``
+    """
+    loss_fn = loss_fn or gluon.loss.SoftmaxCrossEntropyLoss()
+
+    def cost(logits, label):
+        return (nd.sum(loss_fn(logits, label)).reshape((1,)),
+                nd.sum(nd.argmax(logits, axis=-1) != label).reshape((1,)))
+    return cost
+
+
+def run_epochs(net, trainer, train_data, num_epochs, cost, first_epoch=0, eval_data=None,
+               ctx=None, progress=True, seed=None, mean_gradient=True):
+    """The one training loop of ordinary (deterministic) networks: epochs ``first_epoch`` to
+    ``num_epochs - 1``, yielding each epoch's record as it ends.
+
+    Used by :func:`train_deterministic`, the paper protocol's baselines
+    (:mod:`gluon_bbb.reproduce`, which resumes them) and the regression baseline
+    (:func:`gluon_bbb.regression.train_deterministic_regression`). Dropout layers are active
+    during the training steps only; the per-epoch evaluation uses the deterministic network.
+
+    Parameters
+    ----------
+    net : gluon.Block, initialised
+    trainer : gluon.Trainer over ``net``'s parameters
+    train_data : iterable of (data, label) batches with ``len()``
+    num_epochs : int, the total number of epochs
+    cost : callable
+        ``cost(output, label) -> (loss, mistakes)``: the minibatch's summed loss, shape (1,),
+        which is differentiated, and its number of training mistakes (1,) or None (e.g.
+        :func:`classification_cost`).
+    first_epoch : int
+        Epochs already run (a resumed run).
+    eval_data : iterable of (data, label) batches, optional
+        Classification error of the prediction-mode network after every epoch ('test_error').
+    ctx : mx.Context, optional
+    progress : bool
+        A tqdm progress bar.
+    seed : int, optional
+        Reseed MXNet's generator for ``ctx`` from (seed, epoch) (stream 1 of
+        :func:`gluon_bbb.seeding.epoch_seed`) before every epoch, so dropout masks are the
+        same in a resumed run as in an uninterrupted one.
+    mean_gradient : bool
+        True: each step follows the gradient of the minibatch's mean loss (``step(batch
+        size)``); False: of its summed loss (``step(1)``).
+
+    Yields
+    ------
+    dict per epoch: 'epoch', 'loss' (summed over the epoch), 'train_error' (if the cost counts
+    mistakes), 'test_error' (if eval_data), 'seconds'.
+
+    Raises
+    ------
+    NonFiniteLossError
+        The epoch's loss is not finite; nothing of that epoch is yielded.
+    """
+    ctx = resolve_context(ctx)
+    num_batches = len(train_data)
+    if num_batches < 1:
+        raise ValueError("train_data yields no batches")
+    for epoch in range(int(first_epoch), int(num_epochs)):
         start = time.time()
-        sums = nd.zeros((2,), ctx=ctx)  # cross-entropy, mistakes
-        num_examples = 0
+        if seed is not None:
+            mx.random.seed(epoch_seed(seed, epoch, stream=1), ctx=ctx)  # dropout masks
+        sums = nd.zeros((2,), ctx=ctx)  # loss, mistakes
+        num_examples, counts_mistakes = 0, True
         batches = tqdm(train_data, total=num_batches, disable=not progress, leave=False,
                        desc=f"epoch {epoch + 1}/{num_epochs}")
         for data, label in batches:
             data = data.as_in_context(ctx)
             label = label.as_in_context(ctx).astype("float32", copy=False)
             with autograd.record(train_mode=True):
-                logits = net(data)
-                losses = loss_fn(logits, label)
-            losses.backward()
-            trainer.step(data.shape[0])
-            mistakes = nd.sum(nd.argmax(logits, axis=-1) != label)
-            sums += nd.concat(nd.sum(losses).reshape((1,)), mistakes.reshape((1,)), dim=0)
+                output = net(data)
+                loss, mistakes = cost(output, label)
+            loss.backward()
+            trainer.step(data.shape[0] if mean_gradient else 1)
+            counts_mistakes = mistakes is not None
+            sums += nd.concat(loss, mistakes if counts_mistakes else nd.zeros_like(loss), dim=0)
             num_examples += data.shape[0]
         totals = sums.asnumpy()  # the epoch's one host sync
-        record = {
-            "epoch": epoch + 1,
-            "loss": float(totals[0]),
-            "train_error": float(totals[1]) / num_examples,
-        }
+        if not np.isfinite(totals[0]):
+            raise NonFiniteLossError(f"the loss of epoch {epoch + 1} is not finite; lower the "
+                                     "learning rate (the last checkpoint, if any, is intact)")
+        record = {"epoch": epoch + 1, "loss": float(totals[0])}
+        if counts_mistakes:
+            record["train_error"] = float(totals[1]) / num_examples
         if eval_data is not None:
             record["test_error"] = evaluate_deterministic(net, eval_data, ctx=ctx)
         record["seconds"] = time.time() - start
-        history.append(record)
-    return history
+        yield record
 
 
 def evaluate_deterministic(net, data, ctx=None):
@@ -137,8 +207,16 @@ def evaluate_deterministic(net, data, ctx=None):
     return float(mistakes.asscalar()) / count
 
 
-def _prepare(net, first_data, ctx, hybridize):
-    """Initialise (or move) the network on ``ctx``, hybridize it, finish deferred shapes."""
+def _first_batch(train_data):
+    for batch in train_data:
+        return batch
+    raise ValueError("train_data yields no batches")
+
+
+def prepare_network(net, first_data, ctx, hybridize=True):
+    """Initialise (``mx.init.Xavier()``, or move) the network on ``ctx``, hybridize it, and
+    run ``first_data`` through it to finish deferred shapes (a ValueError naming the input's
+    shape if it does not fit)."""
     params = net.collect_params()
     try:
         initialised = all(p.list_ctx() for p in params.values())

@@ -17,15 +17,13 @@ one confident function. :func:`prediction_samples` draws predictions from either
 model and :func:`predictive_band` summarises them by their median and interquartile range.
 """
 from collections import namedtuple
-import time
 
-import mxnet as mx
 import numpy as np
-from mxnet import autograd, gluon, nd
-from tqdm import tqdm
+from mxnet import gluon, nd
 
 from ._checks import check_int
 from ._math import softplus
+from .baselines import prepare_network, run_epochs
 from .context import resolve_context
 from .loss import BBBLoss
 from .plots import axes_for
@@ -142,30 +140,17 @@ def train_deterministic_regression(net, train_data, loss, num_epochs, optimizer=
         raise ValueError(f"loss must be a BBBLoss with likelihood='gaussian', got {loss!r}")
     check_int("num_epochs", num_epochs)
     ctx = resolve_context(ctx)
-    try:
-        for param in net.collect_params().values():
-            param.list_ctx()
-    except RuntimeError:
-        net.initialize(mx.init.Xavier(), ctx=ctx)
-    trainer = None
-    history = []
-    for epoch in range(int(num_epochs)):
-        start = time.time()
-        total = nd.zeros((1,), ctx=ctx)
-        batches = tqdm(train_data, disable=not progress, leave=False, desc=f"epoch {epoch + 1}/{num_epochs}")
-        for data, label in batches:
-            data, label = data.as_in_context(ctx), label.as_in_context(ctx)
-            with autograd.record():
-                nll = loss.negative_log_likelihood(nd, net(data), label)
-            nll.backward()
-            if trainer is None:  # the shapes are known after the first forward pass
-                trainer = gluon.Trainer(net.collect_params(), optimizer,
-                                        dict(optimizer_params or {"learning_rate": 1e-3}))
-            trainer.step(1)
-            total += nll
-        history.append({"epoch": epoch + 1, "nll": float(total.asscalar()),  # one sync per epoch
-                        "seconds": time.time() - start})
-    return history
+    first_data, _ = next(iter(train_data))
+    prepare_network(net, first_data.as_in_context(ctx), ctx, hybridize=False)
+    trainer = gluon.Trainer(net.collect_params(), optimizer,
+                            dict(optimizer_params or {"learning_rate": 1e-3}))
+
+    def cost(output, label):  # the data part of Eq. (8): summed Gaussian negative log-likelihood
+        return loss.negative_log_likelihood(nd, output, label).reshape((1,)), None
+
+    return [{"epoch": record["epoch"], "nll": record["loss"], "seconds": record["seconds"]}
+            for record in run_epochs(net, trainer, train_data, num_epochs, cost, ctx=ctx,
+                                     progress=progress, mean_gradient=False)]
 
 
 def prediction_samples(model, x, num_samples=100, include_noise=False, noise_sigma=None, seed=0):

@@ -54,22 +54,20 @@ import time
 
 import mxnet as mx
 import numpy as np
-from mxnet import autograd, gluon, nd
-from tqdm import tqdm
+from mxnet import gluon, nd
 
 from . import data, models, optimizer_state
 from ._checks import check_int, check_positive_ints
-from .baselines import evaluate_deterministic
+from .baselines import classification_cost, evaluate_deterministic, run_epochs
 from .checkpoint import (CheckpointError, atomic_write_bytes, checked_field, load_parameter_file,
                          read_checkpoint, read_json, read_metadata, save_parameter_file, write_json,
                          write_checkpoint)
 from .context import resolve_context
 from .loss import BBBLoss
-from .priors import GaussianPrior, ScaleMixturePrior
 from .machine import machine_info
+from .priors import GaussianPrior, ScaleMixturePrior
 from .runlock import RunFolderLock
-from .seeding import epoch_seed
-from .trainer import BBBTrainer, NonFiniteLossError
+from .trainer import BBBTrainer
 
 __all__ = ["CONFIGS", "DESCRIPTIONS", "PAPER_TEST_ERROR", "PAPER_GRID", "SEARCH_KEYS",
            "EXTRA_KEYS", "learning_rate_schedule", "describe",
@@ -540,36 +538,12 @@ class _DeterministicRun:
     def fit(self, train, validation, epochs, run_dir, progress):
         files = FILES["deterministic"]
         shuffled = data.EpochShuffled(train, self.seed, lambda: self.epoch)
-        num_batches = len(shuffled)
-        for epoch in range(self.epoch, int(epochs)):
-            start = time.time()
-            mx.random.seed(epoch_seed(self.seed, epoch, stream=1), ctx=self.ctx)  # dropout masks
-            sums = nd.zeros((2,), ctx=self.ctx)  # cross-entropy, mistakes
-            num_examples = 0
-            batches = tqdm(shuffled, total=num_batches, disable=not progress, leave=False,
-                           desc=f"epoch {epoch + 1}/{epochs}")
-            for batch, label in batches:
-                batch = batch.as_in_context(self.ctx)
-                label = label.as_in_context(self.ctx).astype("float32", copy=False)
-                with autograd.record(train_mode=True):
-                    logits = self.net(batch)
-                    losses = self.loss(logits, label)
-                losses.backward()
-                self.trainer.step(batch.shape[0])
-                mistakes = nd.sum(nd.argmax(logits, axis=-1) != label)
-                sums += nd.concat(nd.sum(losses).reshape((1,)), mistakes.reshape((1,)), dim=0)
-                num_examples += batch.shape[0]
-            totals = sums.asnumpy()
-            if not np.isfinite(totals[0]):
-                raise NonFiniteLossError(
-                    f"the cross-entropy of epoch {epoch + 1} is not finite; lower the learning "
-                    "rate (the last checkpoint is intact)")
-            record = {"epoch": epoch + 1, "loss": float(totals[0]),
-                      "train_error": float(totals[1]) / num_examples,
-                      "test_error": evaluate_deterministic(self.net, validation, ctx=self.ctx),
-                      "seconds": time.time() - start}
+        for record in run_epochs(self.net, self.trainer, shuffled, epochs,
+                                 classification_cost(self.loss), first_epoch=self.epoch,
+                                 eval_data=validation, ctx=self.ctx, progress=progress,
+                                 seed=self.seed):
             self.history.append(record)
-            self.epoch = epoch + 1
+            self.epoch = record["epoch"]
             improved = self.best is None or record["test_error"] < self.best["validation_error"]
             if improved:
                 self.best = {"epoch": self.epoch, "validation_error": record["test_error"]}

@@ -112,3 +112,28 @@ def test_bad_arguments_are_named(loaders):
         evaluate_deterministic(net, [])
     with pytest.raises(ValueError, match=r"input of shape \(32, 8\)"):
         train_deterministic(gluon.nn.Dense(3, in_units=5), train, 1, progress=False)
+
+
+def test_the_loop_is_seeded_per_epoch_and_stops_on_a_non_finite_loss():
+    """run_epochs with seed= draws the same dropout masks whatever MXNet's generator held,
+    so a run resumed at epoch e trains like an uninterrupted one; a NaN stops it, named."""
+    from gluon_bbb import NonFiniteLossError
+    from gluon_bbb.baselines import classification_cost, run_epochs
+    x, y = blobs(num_examples=96)
+    losses = []
+    for disturbance in (1, 2):
+        mx.random.seed(0)
+        net = models.mlp([16], dropout=0.5)
+        net.initialize(mx.init.Xavier())
+        net(nd.array(x[:1]))
+        trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
+        mx.random.seed(disturbance)
+        records = list(run_epochs(net, trainer, ArrayLoader(x, y, 32), 2, classification_cost(),
+                                  progress=False, seed=5))
+        losses.append([r["loss"] for r in records])
+    assert losses[0] == losses[1]
+    bad = x.copy()
+    bad[0] = np.inf  # inf - inf in the first layer: a NaN loss
+    with pytest.raises(NonFiniteLossError, match="epoch 1 is not finite"):
+        list(run_epochs(net, trainer, ArrayLoader(bad, y, 32), 1, classification_cost(),
+                        progress=False))
