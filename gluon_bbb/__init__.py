@@ -16,7 +16,7 @@ Quick start::
     trainer.fit(loaders["train"], num_epochs=10, eval_data=loaders["test"])
 """
 from . import data, models
-from . import baselines, plots, pruning, reproduce
+from . import baselines, plots, predictive, pruning
 from .context import resolve_context
 from .loss import BBBLoss
 from .posterior import VariationalPosterior, assign_arrays
@@ -24,6 +24,7 @@ from .priors import GaussianPrior, ScaleMixturePrior, prior_from_config
 from .trainer import BBBTrainer, NonFiniteLossError
 from .weighting import kl_weights
 from . import bandit, mushroom, regression, uncertainty
+from . import experiments
 from .version import __version__
 
 
@@ -39,14 +40,15 @@ __all__ = [
     "bandit",
     "baselines",
     "data",
+    "experiments",
     "kl_weights",
     "models",
     "mushroom",
     "plots",
     "prior_from_config",
+    "predictive",
     "pruning",
     "regression",
-    "reproduce",
     "resolve_context",
     "uncertainty",
 ]

@@ -437,7 +437,7 @@ def run_bandit(agent, env, num_steps, seed=0, progress=False):
 def replay_history(env, actions, seed=0):
     """The :class:`BanditHistory` of given actions in the episode that ``seed`` draws.
 
-    Rebuilds a history from its actions alone (e.g. stored by :mod:`gluon_bbb.bandit_run`):
+    Rebuilds a history from its actions alone (e.g. stored by :mod:`gluon_bbb.experiments.bandit_run`):
     the mushrooms and coin flips are :meth:`MushroomBandit.draw_episode`'s for ``seed``.
 
     Parameters

@@ -18,10 +18,10 @@ Examples::
 A run folder holds ``config.json`` (the options), ``checkpoint.bbb`` (written after every
 epoch), ``train.log`` and, when training is finished, ``metrics.json``. ``prune`` adds
 ``pruning.json`` and ``pruning.md`` (the paper's Table 2), ``plot`` the PNG figures.
-``reproduce`` run folders are described in :mod:`gluon_bbb.reproduce`; ``evaluate``, ``prune``,
+``reproduce`` run folders are described in :mod:`gluon_bbb.experiments.protocol`; ``evaluate``, ``prune``,
 ``plot`` and ``uncertainty`` use their best epoch on validation. ``uncertainty`` writes
-``uncertainty.json`` and ``uncertainty.md`` (:mod:`gluon_bbb.uncertainty_eval`), ``bandit`` the
-folder described in :mod:`gluon_bbb.bandit_run`.
+``uncertainty.json`` and ``uncertainty.md`` (:mod:`gluon_bbb.experiments.uncertainty_eval`), ``bandit`` the
+folder described in :mod:`gluon_bbb.experiments.bandit_run`.
 """
 import argparse
 import io
@@ -36,9 +36,11 @@ import mxnet as mx
 import numpy as np
 from mxnet import nd
 
-from . import bandit_run, data, models, plots, pruning, reproduce, uncertainty_eval
+from . import data, models, plots, pruning
 from .checkpoint import CheckpointError, atomic_write_bytes, read_json, write_json
 from .context import resolve_context
+from .experiments import bandit_run, configs, protocol, runfolder, uncertainty_eval
+from .experiments import search as grid_search
 from .loss import BBBLoss
 from .machine import machine_info
 from .priors import GaussianPrior, ScaleMixturePrior
@@ -211,7 +213,7 @@ def build_parser():
     search.add_argument("--settings", nargs="+", default=None, metavar="SETTING",
                         help="explicit settings such as lr=1e-4,num_samples=2,pi=0.25,"
                              "log_sigma1=1,log_sigma2=7 (keys left out keep --base's values)")
-    grid = reproduce.PAPER_GRID
+    grid = configs.PAPER_GRID
     search.add_argument("--lr", type=_number(float, 0, False), nargs="+", default=grid["lr"])
     search.add_argument("--num-samples", type=_number(int, 1, True), nargs="+",
                         default=grid["num_samples"])
@@ -301,7 +303,7 @@ def _add_overrides(parser):
     parser.add_argument("--set", dest="assignments", nargs="+", default=None,
                         metavar="KEY=VALUE",
                         help="override hyperparameters, e.g. lr=1e-4,pi=0.25 lr_decay=0.98; keys: "
-                             + ", ".join(reproduce.SEARCH_KEYS + reproduce.EXTRA_KEYS))
+                             + ", ".join(configs.SEARCH_KEYS + configs.EXTRA_KEYS))
 
 
 def _add_trust(parser):
@@ -473,7 +475,7 @@ def _read_config(run_dir):
                                 f"by '{PROG} train'?")
     config = read_json(config_path, "a run configuration")
     if "reproduce" in config:
-        return reproduce.checked_stored_config(config, config_path)
+        return runfolder.checked_stored_config(config, config_path)
     return _checked_train_config(config, config_path)
 
 
@@ -492,14 +494,14 @@ def _checked_train_config(config, source):
         for key in _TRAIN_KEYS:
             if key not in config:
                 raise ValueError(f"it lacks the option {key!r}")
-            checked[key] = reproduce.check_hyperparameter(key, config[key])
+            checked[key] = configs.check_hyperparameter(key, config[key])
         for key, choices in _TRAIN_CHOICES.items():
             if config.get(key) not in choices:
                 raise ValueError(f"{key} must be one of {', '.join(choices)}, got {config.get(key)!r:.60}")
         if config.get("optimizer") not in mx.optimizer.Optimizer.opt_registry:
             raise ValueError(f"optimizer {config.get('optimizer')!r:.60} is not an MXNet optimizer")
-        checked["kl_scale"] = reproduce.check_hyperparameter("kl_scale", config.get("kl_scale", 1.0))
-        checked["subset"] = reproduce.check_hyperparameter("subset", config.get("subset"))
+        checked["kl_scale"] = configs.check_hyperparameter("kl_scale", config.get("kl_scale", 1.0))
+        checked["subset"] = configs.check_hyperparameter("subset", config.get("subset"))
         if not isinstance(config.get("data_dir"), (str, type(None))):
             raise ValueError("data_dir must be a folder name or null")
         make_prior(checked)
@@ -519,7 +521,7 @@ def _load_run(args, with_test_data=True):
         if config.get("method") != "bbb":
             raise ValueError(f"{args.run_dir} holds the deterministic baseline "
                              f"{config['reproduce']}: only '{PROG} evaluate' applies to it")
-        checkpoint = reproduce.FILES["bbb"]["best"]
+        checkpoint = runfolder.FILES["bbb"]["best"]
     ctx = resolve_context(args.ctx)
     mx.random.seed(config["seed"])
     np.random.seed(config["seed"])
@@ -548,8 +550,8 @@ def evaluate_command(args):
 
 def _evaluate_reproduce_run(args):
     """``gluon-bbb evaluate`` on a reproduce run folder: the best epoch on validation."""
-    config = reproduce.read_run_config(args.run_dir)
-    errors = reproduce.evaluate_run(args.run_dir, mc_samples=args.num_samples,
+    config = runfolder.read_run_config(args.run_dir)
+    errors = protocol.evaluate_run(args.run_dir, mc_samples=args.num_samples,
                                     data_dir=args.data_dir, ctx=args.ctx)
     print(f"{args.run_dir} ({config['reproduce']}, best epoch {errors['best_epoch']} on "
           f"validation, {errors['num_test']} test examples)")
@@ -568,7 +570,7 @@ def _overrides(args):
     overrides = {key: getattr(args, key) for key in ("hidden", "subset", "seed")
                  if getattr(args, key) is not None}
     for text in args.assignments or ():
-        overrides.update(reproduce.parse_setting(text, reproduce.SEARCH_KEYS + reproduce.EXTRA_KEYS))
+        overrides.update(configs.parse_setting(text, configs.SEARCH_KEYS + configs.EXTRA_KEYS))
     return overrides
 
 
@@ -579,23 +581,23 @@ def reproduce_command(args):
         return 0
     if args.name is None:
         raise ValueError("give a configuration NAME (see 'gluon-bbb reproduce --list')")
-    config = reproduce.get_config(args.name, **_overrides(args))
+    config = configs.get_config(args.name, **_overrides(args))
     out = args.output_dir or os.path.join("results", args.name)
-    stored = reproduce.check_run_dir(out, config)  # refuses another configuration
+    stored = runfolder.check_run_dir(out, config)  # refuses another configuration
     epochs = args.epochs
     if epochs is None:
         if stored is None or not stored.get("epochs"):
             raise ValueError("--epochs is required for a new run")
         epochs = int(stored["epochs"])
     resolve_context(args.ctx)  # fail on a missing GPU before creating the folder
-    with RunFolderLock(out), _log_to(os.path.join(out, reproduce.LOG)):
-        result = reproduce.run(config, epochs, out, data_dir=args.data_dir, ctx=args.ctx,
+    with RunFolderLock(out), _log_to(os.path.join(out, runfolder.LOG)):
+        result = protocol.run(config, epochs, out, data_dir=args.data_dir, ctx=args.ctx,
                                mc_samples=args.mc_samples, progress=not args.no_progress,
                                command=args.command_line,
                                trust_pickled_state=args.trust_pickled_state)
         logger.info("finish: %s; best epoch %d of %d, %.1f s; %s", _reproduce_line(result),
                     result["best_epoch"], result["epochs_run"], result["total_wall_seconds"],
-                    os.path.join(out, reproduce.RESULT))
+                    os.path.join(out, runfolder.RESULT))
     print(f"{out}: best epoch {result['best_epoch']} of {result['epochs_run']}, validation "
           f"error {100 * result['validation_error']:.2f}%")
     print(_reproduce_line(result))
@@ -604,8 +606,8 @@ def reproduce_command(args):
 
 def _configurations_table():
     lines = [f"{'NAME':<18} {'PAPER':>6}  DESCRIPTION"]
-    for name, description in reproduce.DESCRIPTIONS.items():
-        paper = reproduce.PAPER_TEST_ERROR.get(name)
+    for name, description in configs.DESCRIPTIONS.items():
+        paper = configs.PAPER_TEST_ERROR.get(name)
         lines.append(f"{name:<18} {'' if paper is None else f'{paper:.2f}%':>6}  {description}")
     return "\n".join(lines)
 
@@ -614,40 +616,40 @@ def reproduce_report_command(args):
     """``gluon-bbb reproduce-report``: rewrites result.json of each folder, prints a table."""
     results = []
     for run_dir in args.run_dirs:
-        results.append(reproduce.report(run_dir, mc_samples=args.mc_samples,
+        results.append(protocol.report(run_dir, mc_samples=args.mc_samples,
                                         data_dir=args.data_dir, ctx=args.ctx,
                                         command=args.command_line))
-    print(reproduce.results_table(results), end="")
+    print(protocol.results_table(results), end="")
     return 0
 
 
 def search_command(args):
     """``gluon-bbb search``: trains each setting and writes search.json and search.md."""
     if args.settings:
-        settings = [reproduce.parse_setting(text) for text in args.settings]
+        settings = [configs.parse_setting(text) for text in args.settings]
     else:
-        settings = reproduce.grid_settings({"lr": args.lr, "num_samples": args.num_samples,
+        settings = grid_search.grid_settings({"lr": args.lr, "num_samples": args.num_samples,
                                             "pi": args.pi, "log_sigma1": args.log_sigma1,
                                             "log_sigma2": args.log_sigma2})
         if not settings:
             raise ValueError("the grid has no setting with --log-sigma2 > --log-sigma1")
         if args.max_trials is not None:
-            settings = reproduce.sample_settings(settings, args.max_trials, seed=args.search_seed)
+            settings = grid_search.sample_settings(settings, args.max_trials, seed=args.search_seed)
     if args.dry_run:
         for setting in settings:
             print(",".join(f"{key}={value:g}" for key, value in setting.items()))
         return 0
     resolve_context(args.ctx)
-    if args.base not in reproduce.CONFIGS or reproduce.CONFIGS[args.base]["method"] != "bbb":
+    if args.base not in configs.CONFIGS or configs.CONFIGS[args.base]["method"] != "bbb":
         # checked before any folder exists
         raise ValueError(f"the search base must be a Bayes-by-Backprop configuration, got {args.base!r}")
     os.makedirs(args.output_dir, exist_ok=True)
     with _log_to(os.path.join(args.output_dir, "search.log")):
-        reproduce.search(settings, args.epochs, args.output_dir, base=args.base,
+        grid_search.search(settings, args.epochs, args.output_dir, base=args.base,
                          overrides=_overrides(args), data_dir=args.data_dir, ctx=args.ctx,
                          progress=not args.no_progress, command=args.command_line,
                          trust_pickled_state=args.trust_pickled_state)
-    with open(os.path.join(args.output_dir, reproduce.SEARCH_MD), encoding="utf-8") as handle:
+    with open(os.path.join(args.output_dir, grid_search.SEARCH_MD), encoding="utf-8") as handle:
         print(handle.read(), end="")
     return 0
 
@@ -760,9 +762,9 @@ def _run_history(run_dir, config, trainer):
     named 'validation_error'; otherwise the trainer's."""
     if "reproduce" not in config:
         return trainer.history
-    if os.path.isfile(os.path.join(run_dir, reproduce.RESULT)):
-        return reproduce.read_result(run_dir)["history"]
-    return [reproduce.renamed_record(record) for record in trainer.history]
+    if os.path.isfile(os.path.join(run_dir, runfolder.RESULT)):
+        return runfolder.read_result(run_dir)["history"]
+    return [runfolder.renamed_record(record) for record in trainer.history]
 
 
 def _save_figure(figure, path):

@@ -7,7 +7,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "gluon_bbb"
 
 
 def _modules():
-    return sorted(PACKAGE.glob("*.py"))
+    return sorted(PACKAGE.rglob("*.py"))
 
 
 def _private_uses(path):
@@ -35,10 +35,13 @@ def _upward_imports(path):
     tree = ast.parse(path.read_text(encoding="utf-8"))
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module is None:
+        if isinstance(node, ast.ImportFrom) and node.level >= 1 and node.module is None:
+            folder = path.parent
+            for _ in range(node.level - 1):
+                folder = folder.parent
             found += [(node.lineno, alias.name) for alias in node.names
-                      if not (PACKAGE / f"{alias.name}.py").exists()
-                      and not (PACKAGE / alias.name).is_dir()]
+                      if not (folder / f"{alias.name}.py").exists()
+                      and not (folder / alias.name).is_dir()]
         if isinstance(node, ast.ImportFrom) and node.level == 0 and \
                 (node.module or "").split(".")[0] == "gluon_bbb":
             found.append((node.lineno, node.module))
@@ -52,7 +55,8 @@ def test_no_module_uses_another_modules_private_names():
 
 
 def test_no_module_imports_from_the_package_root():
-    problems = [f"{path.name}:{line}: {name}" for path in _modules() if path.name != "__init__.py"
+    problems = [f"{path.name}:{line}: {name}" for path in _modules()
+                if path != PACKAGE / "__init__.py"
                 for line, name in _upward_imports(path)]
     assert not problems, "\n".join(problems)
 
@@ -64,4 +68,9 @@ def test_the_checks_find_what_they_look_for(tmp_path):
                        "x = reproduce._runner\n", encoding="utf-8")
     assert {text for _, text in _private_uses(planted)} == {"from ._checks import _hidden",
                                                            "reproduce._runner"}
-    assert [name for _, name in _upward_imports(planted)] == ["__version__"]
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "trainer.py").write_text("", encoding="utf-8")
+    nested = package / "sub" / "planted.py"
+    nested.write_text("from .. import __version__, trainer\n", encoding="utf-8")
+    assert [name for _, name in _upward_imports(nested)] == ["__version__"]

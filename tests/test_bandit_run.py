@@ -5,7 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from gluon_bbb import bandit, bandit_run
+from gluon_bbb import bandit
+from gluon_bbb.experiments import bandit_run
 from gluon_bbb.cli import main
 from gluon_bbb.mushroom import load_mushroom
 from gluon_bbb.runlock import LOCK_FILE

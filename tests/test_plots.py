@@ -174,7 +174,8 @@ def test_bad_arguments_are_named(call, error, message):
 def test_every_plot_function_takes_ax_and_returns_the_figure_it_drew_on():
     import inspect
 
-    from gluon_bbb import bandit, regression, uncertainty, uncertainty_eval
+    from gluon_bbb import bandit, regression, uncertainty
+    from gluon_bbb.experiments import uncertainty_eval
     functions = [getattr(plots, name) for name in plots.__all__
                  if name not in ("axes_for", "image_grid", "METHOD_LABELS")
                  and callable(getattr(plots, name))]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gluon_bbb import data, plots, reproduce
+from gluon_bbb import data, experiments, plots
 from gluon_bbb.cli import main
 from synthetic import needs_mnist, require_mnist
 
@@ -61,33 +61,33 @@ def test_the_paper_configurations_are_defined():
     for units in (400, 800, 1200):
         for method in ("bbb-mixture", "bbb-gaussian", "sgd", "dropout"):
             name = f"{method}-{units}"
-            config = reproduce.CONFIGS[name]
-            assert config["hidden"] == [units, units] and name in reproduce.DESCRIPTIONS
+            config = experiments.CONFIGS[name]
+            assert config["hidden"] == [units, units] and name in experiments.DESCRIPTIONS
             assert (config["dataset"], config["num_validation"], config["preprocessing"],
                     config["batch_size"]) == ("mnist", 10000, "paper", 128)
-    mixture = reproduce.CONFIGS["bbb-mixture-400"]
+    mixture = experiments.CONFIGS["bbb-mixture-400"]
     assert (mixture["pi"], mixture["log_sigma1"], mixture["log_sigma2"], mixture["lr"],
             mixture["optimizer"], mixture["num_samples"]) == (0.5, 0.0, 6.0, 1e-3, "adam", 1)
-    assert reproduce.CONFIGS["dropout-800"]["dropout"] == 0.5
-    assert reproduce.CONFIGS["sgd-800"]["dropout"] == 0.0
+    assert experiments.CONFIGS["dropout-800"]["dropout"] == 0.5
+    assert experiments.CONFIGS["sgd-800"]["dropout"] == 0.0
 
 
 def test_get_config_applies_and_checks_overrides():
-    config = reproduce.get_config("bbb-mixture-400", hidden=(16,), subset=256, seed=0)
+    config = experiments.get_config("bbb-mixture-400", hidden=(16,), subset=256, seed=0)
     assert config["hidden"] == [16] and config["subset"] == 256
     assert config["overrides"] == {"hidden": [16], "subset": 256}  # seed 0 is the default
     assert config["reproduce"] == "bbb-mixture-400"
-    assert reproduce.describe(config) == (reproduce.DESCRIPTIONS["bbb-mixture-400"]
+    assert experiments.describe(config) == (experiments.DESCRIPTIONS["bbb-mixture-400"]
                                           + "; changed: hidden=[16], subset=256")
-    assert reproduce.describe(reproduce.get_config("sgd-400")) == reproduce.DESCRIPTIONS["sgd-400"]
+    assert experiments.describe(experiments.get_config("sgd-400")) == experiments.DESCRIPTIONS["sgd-400"]
     with pytest.raises(ValueError, match="unknown configuration"):
-        reproduce.get_config("bbb-mixture-401")
+        experiments.get_config("bbb-mixture-401")
     with pytest.raises(ValueError, match="no hyperparameter 'dropout'"):
-        reproduce.get_config("bbb-mixture-400", dropout=0.5)
+        experiments.get_config("bbb-mixture-400", dropout=0.5)
     with pytest.raises(ValueError, match="sigma2 < sigma1"):
-        reproduce.get_config("bbb-mixture-400", log_sigma1=7.0)
+        experiments.get_config("bbb-mixture-400", log_sigma1=7.0)
     with pytest.raises(ValueError, match="pi must"):
-        reproduce.get_config("bbb-mixture-400", pi=1.0)
+        experiments.get_config("bbb-mixture-400", pi=1.0)
 
 
 def test_results_table_names_each_runs_changes():
@@ -95,7 +95,7 @@ def test_results_table_names_each_runs_changes():
             "num_weights": 478410, "epochs_run": 30, "best_epoch": 14, "validation_error": 0.0153,
             "test_error_mean": 0.0162, "test_error_mc": 0.018, "mc_samples": 10,
             "paper_test_error": 1.36}
-    table = reproduce.results_table([dict(base, overrides={}),
+    table = experiments.results_table([dict(base, overrides={}),
                                      dict(base, overrides={"num_samples": 2, "lr_decay": 0.97},
                                           test_error_mc=None)]).splitlines()
     assert table[0].startswith("| configuration | changed |") and len(table) == 4
@@ -106,17 +106,17 @@ def test_results_table_names_each_runs_changes():
 
 
 def test_grid_and_seeded_sample():
-    grid = reproduce.grid_settings()
+    grid = experiments.grid_settings()
     assert len(grid) == 3 * 4 * 3 * 3 * 3
     assert grid[0] == {"lr": 1e-3, "num_samples": 1, "pi": 0.25, "log_sigma1": 0.0,
                        "log_sigma2": 6.0}
-    sample = reproduce.sample_settings(grid, 5, seed=3)
-    assert sample == reproduce.sample_settings(grid, 5, seed=3) and len(sample) == 5
+    sample = experiments.sample_settings(grid, 5, seed=3)
+    assert sample == experiments.sample_settings(grid, 5, seed=3) and len(sample) == 5
     assert all(setting in grid for setting in sample)
-    assert reproduce.sample_settings(grid, 1000) == grid
-    assert reproduce.parse_setting("lr=1e-4,num-samples=2") == {"lr": 1e-4, "num_samples": 2}
+    assert experiments.sample_settings(grid, 1000) == grid
+    assert experiments.parse_setting("lr=1e-4,num-samples=2") == {"lr": 1e-4, "num_samples": 2}
     with pytest.raises(ValueError, match="keys among"):
-        reproduce.parse_setting("momentum=0.9")
+        experiments.parse_setting("momentum=0.9")
 
 
 # ---------------------------------------------------------------------------- runs
@@ -247,7 +247,7 @@ def test_deterministic_baseline_resumes(tmp_path, capsys):
     # a committed folder keeps best.params but not the per-epoch checkpoint: result.json
     # names the epoch
     (resumed / "checkpoint.ckpt").unlink()
-    evaluation = reproduce.evaluate_run(str(resumed))
+    evaluation = experiments.evaluate_run(str(resumed))
     assert evaluation["best_epoch"] == result["best_epoch"]
     assert evaluation["test_error_mean"] == result["test_error_mean"]
     (resumed / "result.json").unlink()
@@ -283,14 +283,14 @@ def test_search_dry_run_lists_a_seeded_sample(capsys):
                  "--dry-run"]) == 0
     lines = capsys.readouterr().out.split()
     assert len(lines) == 4
-    assert [reproduce.parse_setting(line) for line in lines] == reproduce.sample_settings(
-        reproduce.grid_settings(), 4, seed=1)
+    assert [experiments.parse_setting(line) for line in lines] == experiments.sample_settings(
+        experiments.grid_settings(), 4, seed=1)
 
 
 def test_reproduce_list(capsys):
     assert main(["reproduce", "--list"]) == 0
     out = capsys.readouterr().out
-    assert all(name in out for name in reproduce.CONFIGS)
+    assert all(name in out for name in experiments.CONFIGS)
 
 
 @pytest.mark.parametrize("args, message", [
@@ -325,8 +325,8 @@ def test_learning_rate_decay_resumes_on_schedule(tmp_path):
     config = _json(whole / "config.json")
     assert config["lr_decay"] == 0.5 and config["overrides"]["lr_decay"] == 0.5
     assert "lr_decay=0.5" in config["description"].split("; changed: ")[1]
-    assert reproduce.learning_rate_schedule(config)(3) == pytest.approx(1e-3 / 8)
-    assert reproduce.learning_rate_schedule(reproduce.get_config("bbb-mixture-400")) is None
+    assert experiments.learning_rate_schedule(config)(3) == pytest.approx(1e-3 / 8)
+    assert experiments.learning_rate_schedule(experiments.get_config("bbb-mixture-400")) is None
 
 
 @needs_mnist
@@ -338,9 +338,9 @@ def test_report_describes_the_run_from_its_configuration(bbb_run, tmp_path):
     config = _json(out / "config.json")
     config["description"] = "an outdated description"
     (out / "config.json").write_text(json.dumps(config))
-    result = reproduce.report(str(out))
-    assert result["description"] == reproduce.describe(config)
-    assert result["description"].startswith(reproduce.DESCRIPTIONS[config["reproduce"]])
+    result = experiments.report(str(out))
+    assert result["description"] == experiments.describe(config)
+    assert result["description"].startswith(experiments.DESCRIPTIONS[config["reproduce"]])
 
 
 @needs_mnist
@@ -349,7 +349,7 @@ def test_report_of_a_folder_with_only_the_best_checkpoint_says_so(bbb_run, tmp_p
     shutil.copytree(bbb_run, out)
     (out / "checkpoint.bbb").unlink()
     with pytest.raises(FileNotFoundError, match="best.bbb but no checkpoint.bbb"):
-        reproduce.report(str(out))
+        experiments.report(str(out))
     assert main(["evaluate", str(out)]) == 0  # the suggested command works
     assert "test error" in capsys.readouterr().out
 

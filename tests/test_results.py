@@ -8,7 +8,7 @@ import zipfile
 
 import pytest
 
-from gluon_bbb import data, reproduce
+from gluon_bbb import data, experiments
 from gluon_bbb.checkpoint import read_metadata
 from gluon_bbb.cli import main
 
@@ -44,7 +44,7 @@ def test_committed_baseline_reproduces_its_recorded_test_error(name):
     run_dir = RESULTS / name
     _data_or_skip()
     recorded = json.loads((run_dir / "result.json").read_text())
-    measured = reproduce.evaluate_run(str(run_dir))
+    measured = experiments.evaluate_run(str(run_dir))
     assert measured["best_epoch"] == recorded["best_epoch"]
     assert measured["validation_error"] == recorded["validation_error"]
     assert measured["test_error_mean"] == recorded["test_error_mean"]
@@ -56,7 +56,7 @@ def test_committed_checkpoint_reproduces_its_recorded_test_error(name):
     run_dir = RESULTS / name
     _data_or_skip(json.loads((run_dir / "config.json").read_text())["dataset"])
     recorded = json.loads((run_dir / "result.json").read_text())
-    measured = reproduce.evaluate_run(str(run_dir), mc_samples=recorded["mc_samples"])
+    measured = experiments.evaluate_run(str(run_dir), mc_samples=recorded["mc_samples"])
     assert measured["best_epoch"] == recorded["best_epoch"]
     assert measured["validation_error"] == recorded["validation_error"]
     assert measured["test_error_mean"] == recorded["test_error_mean"]  # deterministic

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from mxnet import nd
 
-from gluon_bbb import data, reproduce, uncertainty, uncertainty_eval
+from gluon_bbb import data, experiments, uncertainty
+from gluon_bbb.experiments import uncertainty_eval
 from gluon_bbb.cli import main
 from gluon_bbb.context import resolve_context
 from test_data import write_idx
@@ -53,8 +54,8 @@ def isolated_data(tmp_path_factory):
 
 
 def train(name, out, data_dir, epochs, **overrides):
-    config = reproduce.get_config(name, **dict(SMOKE, **overrides))
-    reproduce.run(config, epochs, str(out), data_dir=str(data_dir), mc_samples=2)
+    config = experiments.get_config(name, **dict(SMOKE, **overrides))
+    experiments.run(config, epochs, str(out), data_dir=str(data_dir), mc_samples=2)
     return out
 
 
@@ -149,7 +150,7 @@ def test_mc_prediction_matches_mc_predict_on_the_same_weight_samples(bbb_run):
     run = uncertainty_eval.predict_run(str(bbb_run), mc_samples=3, num_noise=20)
     inputs, labels = uncertainty_eval.load_evaluation_sets(run.config, num_noise=20,
                                                            data_dir=run.config["data_dir"])
-    runner = reproduce.make_runner(run.config, resolve_context(None))
+    runner = experiments.make_runner(run.config, resolve_context(None))
     runner.load_best(str(bbb_run))
     everything = np.concatenate([inputs[name] for name in uncertainty_eval.SETS])
     expected = uncertainty.mc_predict(runner.trainer, nd.array(everything), 3)
@@ -193,12 +194,12 @@ def test_runs_not_trained_on_mnist_or_unfinished_are_refused(tmp_path):
     fashion = tmp_path / "fashion"
     fashion.mkdir()
     (fashion / "config.json").write_text(json.dumps(
-        reproduce.get_config("fashion-bbb-mixture-400")))
+        experiments.get_config("fashion-bbb-mixture-400")))
     with pytest.raises(ValueError, match="trained on 'fashion-mnist'"):
         uncertainty_eval.evaluate_uncertainty(str(fashion))
     empty = tmp_path / "empty"
     empty.mkdir()
-    (empty / "config.json").write_text(json.dumps(reproduce.get_config("sgd-400")))
+    (empty / "config.json").write_text(json.dumps(experiments.get_config("sgd-400")))
     with pytest.raises(FileNotFoundError, match="best.params"):
         uncertainty_eval.evaluate_uncertainty(str(empty))
     with pytest.raises(FileNotFoundError, match="config.json"):

@@ -34,13 +34,13 @@ import time
 import mxnet as mx
 import numpy as np
 
-from . import bandit
-from .checkpoint import CheckpointError, atomic_write_bytes, read_json, write_json
-from .data import DATA_ENV_VAR
-from .mushroom import load_mushroom
-from .priors import ScaleMixturePrior
-from .machine import machine_info
-from .runlock import RunFolderLock
+from .. import bandit
+from ..checkpoint import CheckpointError, atomic_write_bytes, read_json, write_json
+from ..data import DATA_ENV_VAR
+from ..machine import machine_info
+from ..mushroom import load_mushroom
+from ..priors import ScaleMixturePrior
+from ..runlock import RunFolderLock
 
 __all__ = [
     "AGENTS",

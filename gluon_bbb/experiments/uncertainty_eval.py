@@ -32,12 +32,15 @@ import time
 
 import numpy as np
 
-from . import data, reproduce
-from ._checks import check_int
-from .context import resolve_context
-from .uncertainty import (Prediction, auroc, deterministic_predict, expected_calibration_error,
+from .. import data
+from .._checks import check_int
+from ..context import resolve_context
+from ..uncertainty import (Prediction, auroc, deterministic_predict, expected_calibration_error,
                           mc_predict, plot_reliability_diagrams, plot_score_histograms,
                           refuse_to_classify, reliability_diagram)
+from .configs import run_kind
+from .runfolder import FILES, read_run_config
+from .runners import make_runner
 
 __all__ = [
     "COVERAGES",
@@ -176,12 +179,12 @@ def load_evaluation_sets(config, data_dir=None, ood_data_dir=None, num_noise=100
 
 # ---------------------------------------------------------------------------- prediction
 def _mnist_config(run_dir):
-    config = reproduce.read_run_config(run_dir)
+    config = read_run_config(run_dir)
     if config.get("dataset") != "mnist":
         raise ValueError(f"{run_dir} holds a run trained on {config.get('dataset')!r}; the "
                          "uncertainty evaluation needs a run trained on MNIST (Fashion-MNIST "
                          "is its out-of-distribution set)")
-    best = os.path.join(run_dir, reproduce.FILES[reproduce.run_kind(config)]["best"])
+    best = os.path.join(run_dir, FILES[run_kind(config)]["best"])
     if not os.path.isfile(best):
         raise FileNotFoundError(f"{best} not found: {run_dir} has no completed epoch yet")
     return config
@@ -225,7 +228,7 @@ def predict_run(run_dir, mc_samples=10, data_dir=None, ood_data_dir=None, num_no
     inputs, labels = load_evaluation_sets(config, data_dir or config.get("data_dir"),
                                           ood_data_dir, num_noise, seed)
     ctx = resolve_context(ctx)
-    runner = reproduce.make_runner(config, ctx)
+    runner = make_runner(config, ctx)
     best_epoch = runner.load_best(run_dir)
     everything = np.concatenate([inputs[name] for name in SETS])
     sizes = {name: len(inputs[name]) for name in SETS}

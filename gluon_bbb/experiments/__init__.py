@@ -1,0 +1,33 @@
+"""Experiments built on the core: the paper's protocol and the studies around it.
+
+=====================  ===================================================================
+module                 what it does
+=====================  ===================================================================
+``configs``            the paper's MNIST configurations, their checks and the search grid
+``runfolder``          run folders: file names, distrustful reading, the best epoch
+``runners``            one runner per configuration: build, train resumably, save, load
+``protocol``           the paper's protocol: run (resumable), report, evaluate the best epoch
+``search``             the hyperparameter search over the paper's grid
+``uncertainty_eval``   calibration, out-of-distribution detection and refusal of run folders
+``bandit_run``         the mushroom bandit's agents, resumable, with their summary
+=====================  ===================================================================
+
+The protocol's main names are re-exported here::
+
+    from gluon_bbb import experiments
+    config = experiments.get_config("bbb-mixture-400")
+    result = experiments.run(config, epochs=600, output_dir="results/bbb-mixture-400")
+"""
+from . import bandit_run, configs, protocol, runfolder, runners, search, uncertainty_eval
+from .configs import (CONFIGS, DESCRIPTIONS, EXTRA_KEYS, PAPER_GRID, PAPER_TEST_ERROR, SEARCH_KEYS,
+                      describe, get_config, learning_rate_schedule, parse_setting)
+from .protocol import evaluate_run, report, results_table, run
+from .runfolder import read_result
+from .runners import make_runner
+from .search import grid_settings, sample_settings, search as search_settings
+
+__all__ = ["bandit_run", "configs", "protocol", "runfolder", "runners", "search",
+           "uncertainty_eval", "CONFIGS", "DESCRIPTIONS", "EXTRA_KEYS", "PAPER_GRID",
+           "PAPER_TEST_ERROR", "SEARCH_KEYS", "describe", "get_config", "learning_rate_schedule", "parse_setting", "make_runner",
+           "evaluate_run", "report", "results_table", "run", "read_result", "grid_settings",
+           "sample_settings", "search_settings"]

@@ -1,0 +1,265 @@
+"""The paper's MNIST configurations (Blundell et al. 2015, Table 1 and the networks behind
+Table 2): named hyperparameters, their checks, overrides and descriptions, and the paper's
+search grid.
+
+Choices the paper leaves open (documented in :data:`DESCRIPTIONS`): the KL weighting is
+uniform (pi_i = 1/M, the ``gluon-bbb train`` default), rho starts at -5, the Gaussian-prior
+configurations use sigma = 1 (= e^0, the wide component of the default mixture), the
+baselines use plain SGD at learning rate 0.1, and the dropout baselines drop hidden units with
+probability 0.5 (no input dropout).
+"""
+import math
+import numbers
+
+from .._checks import check_int, check_positive_ints
+from ..priors import GaussianPrior, ScaleMixturePrior
+
+__all__ = ["INPUT_SIZE", "PROTOCOL", "PAPER_GRID", "SEARCH_KEYS", "EXTRA_KEYS", "CHOICES",
+           "LATER_DEFAULTS", "PAPER_TEST_ERROR", "CONFIGS", "DESCRIPTIONS", "get_config",
+           "check_hyperparameter", "format_overrides", "describe", "make_prior", "run_kind",
+           "hyperparameters", "learning_rate_schedule", "parse_setting"]
+
+INPUT_SIZE = 784
+
+
+#: The paper's MNIST protocol, shared by every configuration.
+PROTOCOL = {
+    "dataset": "mnist",
+    "num_validation": 10000,
+    "preprocessing": "paper",  # pixels / 126
+    "batch_size": 128,
+    "seed": 0,
+    "subset": None,  # smoke runs only: first N examples of each split
+}
+
+
+#: Hyperparameter grid of the paper's section 5.1 for the scale-mixture prior.
+PAPER_GRID = {
+    "lr": [1e-3, 1e-4, 1e-5],
+    "num_samples": [1, 2, 5, 10],
+    "pi": [0.25, 0.5, 0.75],
+    "log_sigma1": [0.0, 1.0, 2.0],  # -log sigma1
+    "log_sigma2": [6.0, 7.0, 8.0],  # -log sigma2
+}
+
+
+#: The keys a search setting may set, in table order.
+SEARCH_KEYS = tuple(PAPER_GRID)
+
+
+#: Keys ``--set`` may change besides :data:`SEARCH_KEYS` (choices the paper leaves open).
+EXTRA_KEYS = ("optimizer", "kl_weighting", "kl_scale", "lr_decay", "rho_init", "sigma")
+
+
+#: The values the text-valued keys may take.
+CHOICES = {"optimizer": ("adam", "sgd"), "kl_weighting": ("uniform", "blundell")}
+
+
+#: Hyperparameters added after the first runs were written, with the value those runs used.
+LATER_DEFAULTS = {"bbb": {"lr_decay": 1.0, "kl_scale": 1.0}, "deterministic": {}}
+
+
+#: Test errors (%) of Table 1 of the paper for the networks these configurations train.
+PAPER_TEST_ERROR = {
+    "sgd-400": 1.83, "sgd-800": 1.84, "sgd-1200": 1.88,
+    "dropout-400": 1.51, "dropout-800": 1.33, "dropout-1200": 1.36,
+    "bbb-gaussian-400": 1.82, "bbb-gaussian-800": 1.99, "bbb-gaussian-1200": 2.04,
+    "bbb-mixture-400": 1.36, "bbb-mixture-800": 1.34, "bbb-mixture-1200": 1.32,
+}
+
+
+def _bbb_config(units, prior):
+    config = dict(PROTOCOL, method="bbb", hidden=[units, units], prior=prior, optimizer="adam",
+                  lr=1e-3, lr_decay=1.0, num_samples=1, kl_weighting="uniform", kl_scale=1.0,
+                  rho_init=-5.0)
+    if prior == "scale-mixture":
+        config.update(pi=0.5, log_sigma1=0.0, log_sigma2=6.0)
+    else:
+        config.update(sigma=1.0)
+    return config
+
+
+def _deterministic_config(units, dropout):
+    return dict(PROTOCOL, method="dropout" if dropout else "sgd", hidden=[units, units],
+                dropout=dropout, optimizer="sgd", lr=0.1)
+
+
+#: Named configurations: name -> hyperparameters (a flat dict; see :func:`get_config`).
+CONFIGS = {}
+
+
+#: Named configurations: name -> one line on what it is and which choices it makes.
+DESCRIPTIONS = {}
+
+
+for _units in (400, 800, 1200):
+    CONFIGS[f"bbb-mixture-{_units}"] = _bbb_config(_units, "scale-mixture")
+    DESCRIPTIONS[f"bbb-mixture-{_units}"] = (
+        f"Bayes by Backprop, 2x{_units} ReLU, scale-mixture prior pi=1/2, -log sigma1=0, "
+        "-log sigma2=6; Adam lr 1e-3, 1 sample, uniform KL weights, rho_init -5")
+    CONFIGS[f"bbb-gaussian-{_units}"] = _bbb_config(_units, "gaussian")
+    DESCRIPTIONS[f"bbb-gaussian-{_units}"] = (
+        f"Bayes by Backprop, 2x{_units} ReLU, Gaussian prior sigma=1 (-log sigma=0, the "
+        "mixture's wide component); Adam lr 1e-3, 1 sample, uniform KL weights, rho_init -5")
+    CONFIGS[f"sgd-{_units}"] = _deterministic_config(_units, 0.0)
+    DESCRIPTIONS[f"sgd-{_units}"] = f"plain MLP 2x{_units} ReLU, SGD lr 0.1, no dropout"
+    CONFIGS[f"dropout-{_units}"] = _deterministic_config(_units, 0.5)
+    DESCRIPTIONS[f"dropout-{_units}"] = (
+        f"MLP 2x{_units} ReLU with dropout 0.5 after each hidden layer, SGD lr 0.1")
+
+
+del _units
+
+
+for _name in ("bbb-mixture-400", "bbb-gaussian-400", "sgd-400", "dropout-400"):
+    CONFIGS[f"fashion-{_name}"] = dict(CONFIGS[_name], dataset="fashion-mnist",
+                                       reproduce=f"fashion-{_name}")
+    DESCRIPTIONS[f"fashion-{_name}"] = "Fashion-MNIST: " + DESCRIPTIONS[_name]
+
+
+del _name
+
+
+def get_config(name, **overrides):
+    """The hyperparameters of configuration ``name``, with ``overrides`` applied and checked.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`CONFIGS`.
+    **overrides
+        Values for keys the configuration has, e.g. ``hidden=[16]`` and ``subset=256`` for a
+        smoke run, ``seed=1`` for a replicate, or the search keys ``lr``, ``num_samples``,
+        ``pi``, ``log_sigma1``, ``log_sigma2``. Overrides equal to the default are dropped.
+
+    Returns
+    -------
+    dict
+        The flat hyperparameters plus ``"reproduce"`` (the name) and ``"overrides"``.
+
+    Raises
+    ------
+    ValueError
+        An unknown name or key, or a value out of range.
+    """
+    if name not in CONFIGS:
+        raise ValueError(f"unknown configuration {name!r}; choose one of {', '.join(CONFIGS)}")
+    config = dict(CONFIGS[name])
+    applied = {}
+    for key, value in overrides.items():
+        if key not in config:
+            raise ValueError(f"configuration {name} has no hyperparameter {key!r}; it has "
+                             f"{', '.join(sorted(config))}")
+        value = check_hyperparameter(key, value)
+        if value != config[key]:
+            applied[key] = value
+            config[key] = value
+    if config["method"] == "bbb":
+        make_prior(config)  # checks pi and sigma1 > sigma2
+    config["reproduce"] = name
+    config["overrides"] = applied
+    return config
+
+
+def check_hyperparameter(key, value):
+    """``value`` as the type ``key`` takes, or a ValueError."""
+    def integer(low):
+        return check_int(key, value, minimum=low)
+
+    def real(test, what):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (
+                math.isfinite(value) and test(value)):
+            raise ValueError(f"{key} must be {what}, got {value!r}")
+        return float(value)
+
+    if key == "hidden":
+        return check_positive_ints("hidden", value)
+    if key == "subset":
+        return None if value is None else integer(1)
+    if key in ("seed",):
+        return integer(0)
+    if key in ("num_samples", "batch_size"):
+        return integer(1)
+    if key == "num_validation":
+        return integer(1)
+    if key in ("lr", "sigma", "kl_scale"):
+        return real(lambda v: v > 0, "a positive number")
+    if key == "lr_decay":
+        return real(lambda v: 0 < v <= 1, "a number in (0, 1]")
+    if key == "pi":
+        return real(lambda v: 0 < v < 1, "a number strictly between 0 and 1")
+    if key == "dropout":
+        return real(lambda v: 0 <= v < 1, "a number in [0, 1)")
+    if key in ("log_sigma1", "log_sigma2", "rho_init"):
+        return real(lambda v: True, "a finite number")
+    if key in CHOICES:
+        if value not in CHOICES[key]:
+            raise ValueError(f"{key} must be one of {', '.join(CHOICES[key])}, got {value!r}")
+        return value
+    return value
+
+
+def format_overrides(overrides):
+    """``key=value, ...`` for a configuration's overrides, sorted; '' when there are none."""
+    return ", ".join(f"{key}={value}" for key, value in sorted((overrides or {}).items()))
+
+
+def describe(config):
+    """One line on a configuration: its :data:`DESCRIPTIONS` entry, then the overrides."""
+    changes = format_overrides(config.get("overrides"))
+    return DESCRIPTIONS[config["reproduce"]] + (f"; changed: {changes}" if changes else "")
+
+
+def make_prior(config):
+    """The prior of a Bayes-by-Backprop configuration (``-log sigma`` convention)."""
+    if config["prior"] == "gaussian":
+        return GaussianPrior(config["sigma"])
+    if not config["log_sigma2"] > config["log_sigma1"]:
+        raise ValueError(f"the scale-mixture prior needs sigma2 < sigma1, i.e. log_sigma2 > "
+                         f"log_sigma1 (they are -log sigma); got {config['log_sigma2']} and "
+                         f"{config['log_sigma1']}")
+    return ScaleMixturePrior(config["pi"], math.exp(-config["log_sigma1"]),
+                             math.exp(-config["log_sigma2"]))
+
+
+def run_kind(config):
+    """'bbb' for a Bayes-by-Backprop configuration, 'deterministic' for a baseline."""
+    return "bbb" if config["method"] == "bbb" else "deterministic"
+
+
+def hyperparameters(config):
+    """The keys that identify a run: everything but bookkeeping (with :data:`LATER_DEFAULTS`
+    filled in for folders written before those keys existed)."""
+    bookkeeping = {"reproduce", "overrides", "epochs", "data_dir", "output_dir", "description"}
+    values = dict(LATER_DEFAULTS[run_kind(config)], **config)
+    return {key: value for key, value in values.items() if key not in bookkeeping}
+
+
+def learning_rate_schedule(config):
+    """The learning rate of each epoch (from 0): ``lr * lr_decay ** epoch``.
+
+    A function of the epoch alone, so resumed runs follow it exactly; None when constant.
+    """
+    decay = config.get("lr_decay", 1.0)
+    if decay == 1.0:
+        return None
+    base = config["lr"]
+    return lambda epoch: base * decay ** epoch
+
+
+def parse_setting(text, keys=SEARCH_KEYS):
+    """``"lr=1e-4,num_samples=2,pi=0.25"`` -> a dict; keys among ``keys`` (default
+    :data:`SEARCH_KEYS`; ``SEARCH_KEYS + EXTRA_KEYS`` for ``--set``)."""
+    setting = {}
+    for item in text.split(","):
+        key, sep, value = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or key not in keys:
+            raise ValueError(f"bad setting {text!r}: write key=value pairs separated by commas, "
+                             f"keys among {', '.join(keys)}")
+        try:
+            setting[key] = (value.strip() if key in CHOICES else
+                            int(value) if key == "num_samples" else float(value))
+        except ValueError:
+            raise ValueError(f"bad value {value!r} for {key} in setting {text!r}") from None
+    return setting
