@@ -1,0 +1,87 @@
+"""The ``gluon-bbb`` command line: train an MLP with Bayes by Backprop, evaluate, prune and
+plot a run; reproduce the paper's MNIST configurations and search its hyperparameter grid.
+
+Examples::
+
+    gluon-bbb train --dataset mnist --hidden 400 400 --epochs 10
+    gluon-bbb train --output-dir runs/a --epochs 20 --resume     # continue runs/a
+    gluon-bbb evaluate runs/a --num-samples 100
+    gluon-bbb prune runs/a --fractions 0 0.5 0.75 0.95 0.98 --method snr naive
+    gluon-bbb plot runs/a
+    gluon-bbb reproduce --list                                   # the paper's configurations
+    gluon-bbb reproduce bbb-mixture-1200 --epochs 600            # -> results/bbb-mixture-1200
+    gluon-bbb evaluate results/bbb-mixture-1200                  # re-check its best epoch
+    gluon-bbb search --epochs 20 --max-trials 10 --output-dir results/search
+    gluon-bbb uncertainty results/bbb-mixture-400 results/sgd-400 --output-dir docs/uncertainty
+    gluon-bbb bandit --steps 2000 --output-dir results/bandit     # the mushroom bandit
+
+A run folder holds ``config.json`` (the options), ``checkpoint.bbb`` (written after every
+epoch), ``train.log`` and, when training is finished, ``metrics.json``. ``prune`` adds
+``pruning.json`` and ``pruning.md`` (the paper's Table 2), ``plot`` the PNG figures.
+``reproduce`` run folders are described in :mod:`gluon_bbb.experiments.protocol`; ``evaluate``, ``prune``,
+``plot`` and ``uncertainty`` use their best epoch on validation. ``uncertainty`` writes
+``uncertainty.json`` and ``uncertainty.md`` (:mod:`gluon_bbb.experiments.uncertainty_eval`), ``bandit`` the
+folder described in :mod:`gluon_bbb.experiments.bandit_run`.
+
+Each command group is one module of this package, owning its parser and its command:
+``train``, ``runs`` (evaluate, prune, plot), ``reproduce`` (reproduce, reproduce-report,
+search), ``uncertainty`` and ``bandit``; ``common`` holds what they share.
+"""
+import argparse
+import shlex
+import sys
+
+from ..trainer import NonFiniteLossError
+from ..version import __version__
+from . import bandit, reproduce, runs, train, uncertainty
+from .common import PROG
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser():
+    """The argument parser of ``gluon-bbb``: each command module adds its own commands."""
+    parser = argparse.ArgumentParser(prog=PROG, description="Bayes by Backprop for MXNet Gluon.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.required = True
+
+    for module in (train, runs, reproduce, uncertainty, bandit):
+        module.add_parsers(commands)
+    return parser
+
+
+def main(argv=None):
+    """Run ``gluon-bbb``.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        Arguments without the program name; default ``sys.argv[1:]``.
+
+    Returns
+    -------
+    int
+        0 on success; 2 for a usage error (bad option, missing data or GPU, bad prior); 1
+        when training diverged; 130 when interrupted.
+    """
+    argv = sys.argv[1:] if argv is None else [str(arg) for arg in argv]
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as stop:  # --help, --version or a usage error already printed
+        return stop.code if isinstance(stop.code, int) else 2
+    if hasattr(args, "command_line"):  # recorded by reproduce, reproduce-report and search
+        args.command_line = " ".join(shlex.quote(arg) for arg in [PROG] + argv)
+    try:
+        return args.func(args)
+    except (FileNotFoundError, ValueError) as error:  # includes DataNotFoundError
+        return _fail(error, 2)
+    except NonFiniteLossError as error:
+        return _fail(error, 1)
+    except KeyboardInterrupt:
+        return _fail("interrupted (the last completed epoch's checkpoint is intact)", 130)
+
+
+def _fail(error, code):
+    print(f"{PROG}: error: {error}", file=sys.stderr)
+    return code

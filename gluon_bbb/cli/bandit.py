@@ -1,0 +1,54 @@
+"""``gluon-bbb bandit``: the paper's mushroom bandit (:mod:`gluon_bbb.experiments.bandit_run`)."""
+import argparse
+import logging
+import os
+
+from .. import data
+from ..context import resolve_context
+from ..experiments import bandit_run
+from .common import log_to, number
+
+__all__ = ["add_parsers", "bandit_command"]
+
+logger = logging.getLogger("gluon_bbb.cli")
+
+
+def add_parsers(commands):
+    """The ``bandit`` command."""
+    agents = bandit_run.AGENTS
+    play = commands.add_parser(
+        "bandit", help="the paper's mushroom bandit: Thompson sampling vs epsilon-greedy",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="Play each agent for --steps interactions on the UCI mushrooms with the "
+                    "paper's settings (2x100 ReLU, buffer 4096, minibatches of 64, 2 weight "
+                    "samples for Thompson). Each finished agent is saved at once; running the "
+                    "same command again skips them. Writes bandit.json, bandit.md, regret.png.")
+    play.add_argument("--steps", type=number(int, 1, True), required=True,
+                      help="interactions per agent (the paper: 50000)")
+    play.add_argument("--output-dir", default=os.path.join("results", "bandit"),
+                      help="agent-<name>.json per agent, bandit.json, bandit.md, regret.png")
+    play.add_argument("--agents", nargs="+", choices=list(agents), default=list(agents),
+                      help="; ".join(f"{name}: {label}" for name, (label, _) in agents.items())
+                      .replace("%", "%%"))  # argparse formats help strings with %
+    play.add_argument("--mushroom", default=None,
+                      help="agaricus-lepiota.data (None: "
+                           f"${data.DATA_ENV_VAR}/mushroom/agaricus-lepiota.data)")
+    play.add_argument("--seed", type=number(int, 0, True), default=0,
+                      help="seeds the episode and every agent")
+    play.add_argument("--num-minibatches", type=number(int, 1, True), default=64,
+                      help="training minibatches of 64 after each interaction")
+    play.add_argument("--ctx", default="cpu", help="'cpu', 'gpu' or 'gpu(i)'")
+    play.add_argument("--no-progress", action="store_true", help="no progress bar")
+    play.set_defaults(func=bandit_command, command_line=None)
+
+
+def bandit_command(args):
+    """``gluon-bbb bandit``: plays the agents, writes bandit.json, bandit.md and regret.png."""
+    resolve_context(args.ctx)
+    with log_to(None):
+        summary = bandit_run.run_agents(
+            args.mushroom or bandit_run.default_mushroom_path(), args.steps, args.output_dir,
+            agents=args.agents, seed=args.seed, num_minibatches=args.num_minibatches,
+            ctx=args.ctx, progress=not args.no_progress, command=args.command_line)
+    print(bandit_run.summary_table(summary["agents"]), end="")
+    return 0
