@@ -22,7 +22,7 @@ from tqdm import tqdm
 from ._checks import check_int
 from .context import resolve_context
 from .seeding import epoch_seed
-from .trainer import NonFiniteLossError
+from .epochs import NonFiniteLossError
 
 __all__ = ["train_deterministic", "evaluate_deterministic", "run_epochs", "classification_cost",
            "prepare_network"]

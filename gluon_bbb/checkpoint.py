@@ -38,14 +38,12 @@ import zipfile
 import zlib
 
 import numpy as np
-import mxnet as mx
-from mxnet import nd
 
 from . import ndfile
 
 __all__ = ["FORMAT", "CheckpointError", "StoredCheckpoint", "atomic_write_bytes", "write_json",
            "read_json", "write_checkpoint", "read_checkpoint", "read_metadata", "checked_field",
-           "save_parameter_file", "load_parameter_file", "remove_stale_temporary_files"]
+           "remove_stale_temporary_files"]
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +61,7 @@ MAX_PAYLOAD_BYTES = 8 * 2**30
 #: dtypes a payload may hold.
 DTYPES = ("float16", "float32", "float64", "uint8", "int8", "int32", "int64")
 #: Bytes an NDArray file (format 1) may spend on headers and names beyond the values.
-_LEGACY_OVERHEAD = 64 * 2**10
+NDFILE_OVERHEAD = 64 * 2**10
 
 StoredCheckpoint = collections.namedtuple(
     "StoredCheckpoint", ["arrays", "metadata", "optimizer", "pickled_optimizer"])
@@ -451,7 +449,7 @@ def _read_format_1(archive, path, metadata, expected, with_optimizer, trust_pick
     limit = MAX_PAYLOAD_BYTES
     if expected is not None:
         limit = sum(int(np.prod(shape, dtype=object)) * 8 + 8 * len(shape) + 64 + len(name)
-                    for name, shape in expected.items()) + _LEGACY_OVERHEAD
+                    for name, shape in expected.items()) + NDFILE_OVERHEAD
     try:
         arrays = ndfile.loads(_entry(archive, path, LEGACY_ARRAYS, limit))
     except ndfile.NDFileError as error:
@@ -470,79 +468,3 @@ def _read_format_1(archive, path, metadata, expected, with_optimizer, trust_pick
                            "(trust_pickled_state=True / --trust-pickled-state loads it; only "
                            "for files you made yourself)", path)
     return StoredCheckpoint(arrays, _public(metadata), None, pickled)
-
-
-# ---------------------------------------------------------------------------- parameter files
-def _structural_parameters(net):
-    """name -> Parameter under the structural names ``save_parameters`` writes."""
-    return net._collect_params_with_prefix()  # noqa: SLF001 -- Gluon's own naming of the file
-
-
-def save_parameter_file(net, path):
-    """Atomically write ``net``'s parameters as an ordinary Gluon parameter file.
-
-    The file is what ``net.save_parameters(path)`` writes: ``net.load_parameters`` reads it
-    without gluon_bbb, :func:`load_parameter_file` reads it distrustfully.
-    """
-    arrays = {name: param.data() for name, param in _structural_parameters(net).items()}
-    atomic_write_bytes(path, ndfile.dumps(arrays))
-
-
-def load_parameter_file(net, path, ctx=None):
-    """Load a Gluon parameter file (``save_parameters``) into ``net``, distrustfully.
-
-    Like ``net.load_parameters(path, ctx)``, but the file is parsed by :mod:`gluon_bbb.ndfile`
-    and checked against the network first: it must hold exactly the network's parameters,
-    with their shapes (where the network knows them) and float dtypes.
-
-    Parameters
-    ----------
-    net : gluon.Block, initialised or not
-    path : str
-    ctx : mx.Context, optional
-        Where uninitialised parameters are created; default the CPU.
-
-    Raises
-    ------
-    FileNotFoundError, CheckpointError
-        A missing file; a damaged one, or one for another network, named.
-    """
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"no parameter file at {path}")
-    params = _structural_parameters(net)
-    limit = MAX_PAYLOAD_BYTES
-    if all(param.shape and all(d > 0 for d in param.shape) for param in params.values()):
-        limit = sum(int(np.prod(param.shape, dtype=object)) * 8 + 8 * len(param.shape) + 64
-                    + len(name) for name, param in params.items()) + _LEGACY_OVERHEAD
-    if os.path.getsize(path) > limit:
-        raise CheckpointError(f"{path} is {os.path.getsize(path)} bytes, more than the network's "
-                              f"parameters can need ({limit}): refused unread")
-    with open(path, "rb") as handle:
-        payload = handle.read(limit + 1)
-    try:
-        arrays = ndfile.loads(payload)
-    except ndfile.NDFileError as error:
-        raise CheckpointError(f"{path} is not a Gluon parameter file ({error})") from None
-    if not isinstance(arrays, dict) or any(a.dtype.kind != "f" for a in arrays.values()):
-        raise CheckpointError(f"{path} is not a Gluon parameter file (it does not hold named "
-                              "float arrays)")
-    missing, extra = sorted(set(params) - set(arrays)), sorted(set(arrays) - set(params))
-    if missing or extra:
-        raise CheckpointError(f"{path} does not fit the network: it lacks {missing[:5]} and has "
-                              f"unexpected {extra[:5]}")
-    for name, param in params.items():
-        known = param.shape or ()
-        stored = arrays[name].shape
-        if len(known) != len(stored) or any(k not in (0, s) for k, s in zip(known, stored)):
-            raise CheckpointError(f"{path} does not fit the network: {name} has shape {stored}, "
-                                  f"the network {tuple(known)}")
-    ctx = ctx or mx.cpu()
-    for name, param in params.items():
-        value = nd.array(arrays[name], ctx=ctx, dtype=arrays[name].dtype)
-        try:
-            param.data()
-        except (RuntimeError, mx.gluon.parameter.DeferredInitializationError):
-            param.shape = value.shape
-            param.initialize(ctx=ctx, force_reinit=True)
-        param.set_data(value)

@@ -31,7 +31,7 @@ from mxnet import gluon, nd
 
 from ._checks import check_int
 from .baselines import evaluate_deterministic
-from .checkpoint import load_parameter_file, save_parameter_file
+from .paramfile import load_parameter_file, save_parameter_file
 from .context import resolve_context
 from .posterior import assign_arrays, trainable_parameters
 

@@ -13,9 +13,7 @@ Monte Carlo prediction (:meth:`BBBTrainer.predict_proba`, :meth:`BBBTrainer.eval
 done by :mod:`gluon_bbb.predictive`, saving and loading by :mod:`gluon_bbb.persistence`.
 """
 import logging
-import math
 import time
-import warnings
 
 import numpy as np
 import mxnet as mx
@@ -25,6 +23,8 @@ from tqdm import tqdm
 from ._checks import check_int, check_positive
 from . import persistence, predictive
 from .context import resolve_context
+from .epochs import (NonFiniteLossError, StepStatistics, checked_learning_rate, epoch_line,
+                     finish_epoch_checks)
 from .fused import FusedAdam, finite_guard, fused_status, variational_sample
 from .loss import BBBLoss
 from .posterior import GaussianNoise, VariationalPosterior, assign_arrays
@@ -32,14 +32,10 @@ from .predictive import SAMPLING_METHODS
 from .seeding import epoch_seed
 from .weighting import kl_weights
 
-__all__ = ["BBBTrainer", "NonFiniteLossError", "SAMPLING_METHODS", "epoch_line"]
+__all__ = ["BBBTrainer", "NonFiniteLossError", "SAMPLING_METHODS"]
 
 logger = logging.getLogger(__name__)
 
-
-
-class NonFiniteLossError(FloatingPointError):
-    """Every step of an epoch had a non-finite cost: the data or the settings are broken."""
 
 
 class BBBTrainer:
@@ -353,7 +349,7 @@ class BBBTrainer:
         for epoch in range(self.epoch, int(num_epochs)):
             start = time.time()
             if learning_rate_schedule is not None:
-                self.trainer.set_learning_rate(_checked_learning_rate(learning_rate_schedule(epoch), epoch))
+                self.trainer.set_learning_rate(checked_learning_rate(learning_rate_schedule(epoch), epoch))
             # The fused operator draws eps from MXNet's generator, the pure path from
             # self.noise: reseed both from (seed, epoch), whatever the path and context.
             noise_seed = epoch_seed(self.seed, epoch)
@@ -361,7 +357,7 @@ class BBBTrainer:
             self.noise.reseed(noise_seed)
             sums = nd.zeros((3,), ctx=self.ctx, dtype=dtype)  # cost, nll, weighted complexity
             counts = nd.zeros((3,), ctx=self.ctx, dtype=dtype)  # mistakes, skipped steps, bad labels
-            statistics = _StepStatistics(self.loss.likelihood == "softmax", self.num_outputs)
+            statistics = StepStatistics(self.loss.likelihood == "softmax", self.num_outputs)
             statistics.hybridize()
             num_examples = 0
             batches = tqdm(train_data, total=num_batches, disable=not progress, leave=False,
@@ -377,7 +373,7 @@ class BBBTrainer:
                 counts += step_counts
                 num_examples += data.shape[0]
             totals = nd.concat(sums, counts, dim=0).asnumpy()  # the epoch's one host sync
-            self._finish_epoch_checks(totals, i + 1)
+            finish_epoch_checks(totals, i + 1, self.epoch + 1, self.num_outputs)
             record = {
                 "epoch": epoch + 1,
                 "loss": float(totals[0]),
@@ -400,23 +396,6 @@ class BBBTrainer:
                 epoch_callback(self, record)
         self.set_mean()
         return self.history
-
-    def _finish_epoch_checks(self, totals, num_steps):
-        skipped, bad_labels = int(totals[4]), int(totals[5])
-        if bad_labels:
-            raise ValueError(
-                f"{bad_labels} labels in this epoch were outside [0, {self.num_outputs}); "
-                f"the epoch was not recorded (the last checkpoint, if any, is intact)"
-            )
-        if skipped == num_steps:
-            raise NonFiniteLossError(
-                f"every one of the {num_steps} steps of epoch {self.epoch + 1} had a non-finite "
-                "cost; check the inputs for NaN/inf and lower the learning rate"
-            )
-        if skipped:
-            warnings.warn(
-                f"{skipped} of {num_steps} steps in epoch {self.epoch + 1} had a non-finite cost; "
-                "their gradients were discarded", RuntimeWarning, stacklevel=3)
 
     # ------------------------------------------------------------------ prediction
     def set_mean(self):
@@ -506,59 +485,6 @@ class BBBTrainer:
         """
         return persistence.load_trainer(self, path, optimizer=optimizer,
                                         trust_pickled_state=trust_pickled_state)
-
-
-class _StepStatistics(gluon.HybridBlock):
-    """fit's per-step bookkeeping as one cached graph, on the device, without a host sync.
-
-    Outputs (3,) sums: cost, nll and kl_weight * complexity, zero for a discarded
-    (non-finite) step; and (3,) counts: training mistakes, 1 if the step was discarded,
-    labels outside [0, num_outputs).
-    """
-
-    def __init__(self, classification, num_outputs, **kwargs):
-        super().__init__(**kwargs)
-        self.classification, self.num_outputs = classification, num_outputs
-
-    def hybrid_forward(self, F, cost, nll, complexity, kl_weight, finite, *predictions):
-        values = F.concat(cost, nll, kl_weight * complexity, dim=0)
-        values = F.where(F.broadcast_like(finite, values), values, F.zeros_like(values))
-        if self.classification:
-            pred, label = predictions
-            mistakes = F.sum(F.broadcast_not_equal(F.argmax(pred, axis=-1), label)).reshape((1,))
-            bad_labels = F.sum((label < 0) + (label >= self.num_outputs)).reshape((1,))
-        else:
-            mistakes = bad_labels = F.zeros_like(finite)
-        return values, F.concat(mistakes, 1 - finite, bad_labels, dim=0)
-
-
-def epoch_line(record, num_epochs, eval_label="test"):
-    """One readable log line for a :attr:`BBBTrainer.history` record, e.g.
-    ``epoch 3/10  free energy 1,059,669 (nll 3,354 + complexity 1,056,316)  train 1.76%
-    test 2.47%  4.3 s``."""
-    parts = [f"epoch {record['epoch']}/{int(num_epochs)}",
-             f"free energy {record['loss']:,.0f} (nll {record['nll']:,.0f} + complexity "
-             f"{record['complexity']:,.0f})"]
-    if "train_error" in record:
-        parts.append(f"train {100 * record['train_error']:.2f}%")
-    if "test_error" in record:
-        parts.append(f"{eval_label} {100 * record['test_error']:.2f}%")
-    if record.get("skipped_steps"):
-        parts.append(f"{record['skipped_steps']} steps skipped")
-    parts.append(f"{record['seconds']:.1f} s")
-    return "  ".join(parts)
-
-
-def _checked_learning_rate(value, epoch):
-    """A schedule's value for ``epoch`` as a float, or a ValueError naming the problem."""
-    try:
-        rate = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"learning_rate_schedule({epoch}) returned {value!r}, not a number") from None
-    if not (math.isfinite(rate) and rate > 0):
-        raise ValueError(f"learning_rate_schedule({epoch}) returned {rate!r}; a learning rate must "
-                         "be a finite positive number")
-    return rate
 
 
 def _initialisation_state(param):

@@ -16,9 +16,9 @@ from mxnet import gluon, nd
 
 from gluon_bbb import BBBLoss, BBBTrainer, GaussianPrior, ndfile, optimizer_state
 from gluon_bbb.posterior import GaussianNoise
-from gluon_bbb.checkpoint import (CheckpointError, atomic_write_bytes, load_parameter_file,
-                                  read_checkpoint, read_json, read_metadata, save_parameter_file,
-                                  write_checkpoint)
+from gluon_bbb.checkpoint import (CheckpointError, atomic_write_bytes, read_checkpoint, read_json,
+                                  read_metadata, write_checkpoint)
+from gluon_bbb.paramfile import load_parameter_file, save_parameter_file
 from gluon_bbb.data import ArrayLoader, EpochShuffled
 from synthetic import blobs
 

@@ -357,7 +357,7 @@ def test_sampling_argument_is_checked(data):
 
 
 def test_epoch_log_line_is_readable():
-    from gluon_bbb.trainer import epoch_line
+    from gluon_bbb.epochs import epoch_line
     record = {"epoch": 3, "loss": 1059669.4, "nll": 3353.6, "complexity": 1056315.8,
               "train_error": 0.01757, "test_error": 0.0247, "skipped_steps": 0, "seconds": 4.26}
     assert epoch_line(record, 10) == ("epoch 3/10  free energy 1,059,669 (nll 3,354 + complexity "

@@ -12,8 +12,9 @@ from mxnet import gluon, nd
 
 from .. import data, models, optimizer_state
 from ..baselines import classification_cost, evaluate_deterministic, run_epochs
-from ..checkpoint import (CheckpointError, checked_field, load_parameter_file, read_checkpoint,
-                          save_parameter_file, write_checkpoint)
+from ..checkpoint import (CheckpointError, checked_field, read_checkpoint,
+                          write_checkpoint)
+from ..paramfile import load_parameter_file, save_parameter_file
 from ..loss import BBBLoss
 from ..trainer import BBBTrainer
 from .configs import INPUT_SIZE, learning_rate_schedule, make_prior, run_kind

@@ -1,0 +1,102 @@
+"""The per-epoch bookkeeping of :meth:`gluon_bbb.BBBTrainer.fit`: per-step statistics summed on
+the device (one host sync per epoch), the checks at an epoch's end, the learning-rate
+schedule's check and the readable log line."""
+import math
+import warnings
+
+from mxnet import gluon
+
+__all__ = ["NonFiniteLossError", "StepStatistics", "finish_epoch_checks", "checked_learning_rate",
+           "epoch_line"]
+
+
+class NonFiniteLossError(FloatingPointError):
+    """Every step of an epoch had a non-finite cost: the data or the settings are broken."""
+
+
+class StepStatistics(gluon.HybridBlock):
+    """fit's per-step bookkeeping as one cached graph, on the device, without a host sync.
+
+    Outputs (3,) sums: cost, nll and kl_weight * complexity, zero for a discarded
+    (non-finite) step; and (3,) counts: training mistakes, 1 if the step was discarded,
+    labels outside [0, num_outputs).
+    """
+
+    def __init__(self, classification, num_outputs, **kwargs):
+        super().__init__(**kwargs)
+        self.classification, self.num_outputs = classification, num_outputs
+
+    def hybrid_forward(self, F, cost, nll, complexity, kl_weight, finite, *predictions):
+        values = F.concat(cost, nll, kl_weight * complexity, dim=0)
+        values = F.where(F.broadcast_like(finite, values), values, F.zeros_like(values))
+        if self.classification:
+            pred, label = predictions
+            mistakes = F.sum(F.broadcast_not_equal(F.argmax(pred, axis=-1), label)).reshape((1,))
+            bad_labels = F.sum((label < 0) + (label >= self.num_outputs)).reshape((1,))
+        else:
+            mistakes = bad_labels = F.zeros_like(finite)
+        return values, F.concat(mistakes, 1 - finite, bad_labels, dim=0)
+
+
+def epoch_line(record, num_epochs, eval_label="test"):
+    """One readable log line for a :attr:`BBBTrainer.history` record, e.g.
+    ``epoch 3/10  free energy 1,059,669 (nll 3,354 + complexity 1,056,316)  train 1.76%
+    test 2.47%  4.3 s``."""
+    parts = [f"epoch {record['epoch']}/{int(num_epochs)}",
+             f"free energy {record['loss']:,.0f} (nll {record['nll']:,.0f} + complexity "
+             f"{record['complexity']:,.0f})"]
+    if "train_error" in record:
+        parts.append(f"train {100 * record['train_error']:.2f}%")
+    if "test_error" in record:
+        parts.append(f"{eval_label} {100 * record['test_error']:.2f}%")
+    if record.get("skipped_steps"):
+        parts.append(f"{record['skipped_steps']} steps skipped")
+    parts.append(f"{record['seconds']:.1f} s")
+    return "  ".join(parts)
+
+
+def checked_learning_rate(value, epoch):
+    """A schedule's value for ``epoch`` as a float, or a ValueError naming the problem."""
+    try:
+        rate = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"learning_rate_schedule({epoch}) returned {value!r}, not a number") from None
+    if not (math.isfinite(rate) and rate > 0):
+        raise ValueError(f"learning_rate_schedule({epoch}) returned {rate!r}; a learning rate must "
+                         "be a finite positive number")
+    return rate
+
+
+def finish_epoch_checks(totals, num_steps, epoch, num_outputs):
+    """The checks at the end of an epoch of :meth:`BBBTrainer.fit`, on its one host sync.
+
+    Parameters
+    ----------
+    totals : numpy.ndarray (6,)
+        :class:`StepStatistics` sums and counts of the epoch.
+    num_steps : int
+    epoch : int, the epoch's number (from 1)
+    num_outputs : int, the network's outputs (for the message on bad labels)
+
+    Raises
+    ------
+    ValueError
+        Labels outside [0, num_outputs).
+    NonFiniteLossError
+        Every step had a non-finite cost. Some did: a RuntimeWarning.
+    """
+    skipped, bad_labels = int(totals[4]), int(totals[5])
+    if bad_labels:
+        raise ValueError(
+            f"{bad_labels} labels in this epoch were outside [0, {num_outputs}); "
+            f"the epoch was not recorded (the last checkpoint, if any, is intact)"
+        )
+    if skipped == num_steps:
+        raise NonFiniteLossError(
+            f"every one of the {num_steps} steps of epoch {epoch} had a non-finite "
+            "cost; check the inputs for NaN/inf and lower the learning rate"
+        )
+    if skipped:
+        warnings.warn(
+            f"{skipped} of {num_steps} steps in epoch {epoch} had a non-finite cost; "
+            "their gradients were discarded", RuntimeWarning, stacklevel=3)
