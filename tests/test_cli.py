@@ -146,7 +146,7 @@ def test_prune_writes_the_table_and_plot_writes_the_figures(run_dir, tmp_path, c
     (["train", "--ctx", "gpu(3)"], "gpu(3) is not available"),
     (["train", "--data-dir", "/nonexistent"], "/nonexistent"),
     (["train", "--pi", "1.5"], "pi must lie strictly between 0 and 1"),
-    (["train", "--log-sigma2", "0", "--log-sigma1", "1"], "needs sigma2 < sigma1, i.e. --log-sigma2 > --log-sigma1"),
+    (["train", "--log-sigma2", "0", "--log-sigma1", "1"], "needs sigma2 < sigma1, i.e. log_sigma2 > log_sigma1 (--log-sigma2 > --log-sigma1"),
     (["train", "--prior", "gaussian", "--sigma", "0"], "sigma must be a positive"),
     (["train", "--optimizer", "bogus"], "unknown optimizer 'bogus'"),
     (["evaluate", "/nonexistent/run"], "config.json not found"),

@@ -11,9 +11,10 @@ from .. import data, plots, pruning
 from ..checkpoint import atomic_write_bytes, read_json, write_json
 from ..context import resolve_context
 from ..experiments import protocol, runfolder
+from ..experiments.runners import make_bbb_trainer
 from .common import (CHECKPOINT, CONFIG, FIGURES, MC_SAMPLES, PROG, PRUNING_JSON, PRUNING_MD,
                      add_common, fraction, number, result_line, save_figure)
-from .train import checked_train_config, make_trainer
+from .train import checked_train_config
 
 __all__ = ["add_parsers", "read_config", "load_run", "evaluate_command", "reproduce_line",
            "prune_command", "plot_command"]
@@ -86,7 +87,7 @@ def load_run(args, with_test_data=True):
                                 data_dir=args.data_dir or config["data_dir"],
                                 preprocessing=config["preprocessing"],
                                 subset=config["subset"], ctx=ctx)["test"]
-    trainer = make_trainer(config, ctx)
+    trainer = make_bbb_trainer(config, ctx)
     trainer.load(os.path.join(args.run_dir, checkpoint), optimizer=False)
     return config, trainer, test
 

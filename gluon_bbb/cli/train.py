@@ -1,28 +1,23 @@
 """``gluon-bbb train``: train an MLP with Bayes by Backprop into a run folder (resumable)."""
 import argparse
 import logging
-import math
 import os
 import time
 
 import mxnet as mx
 import numpy as np
-from mxnet import nd
 
-from .. import data, models
+from .. import data
 from ..checkpoint import CheckpointError, read_json, write_json
 from ..context import resolve_context
 from ..experiments import configs
-from ..loss import BBBLoss
-from ..priors import GaussianPrior, ScaleMixturePrior
+from ..experiments.runners import make_bbb_trainer
 from ..runlock import RunFolderLock
-from ..trainer import BBBTrainer
 from ..version import __version__
-from .common import (CHECKPOINT, CONFIG, INPUT_SIZE, LOG, MC_SAMPLES, METRICS, add_common,
-                     add_trust, log_to, number, result_line)
+from .common import (CHECKPOINT, CONFIG, LOG, MC_SAMPLES, METRICS, add_common, add_trust, log_to,
+                     number, result_line)
 
-__all__ = ["add_parsers", "make_prior", "make_trainer", "train_command", "TRAIN_KEYS",
-           "TRAIN_CHOICES", "checked_train_config"]
+__all__ = ["add_parsers", "train_command", "TRAIN_KEYS", "TRAIN_CHOICES", "checked_train_config"]
 
 logger = logging.getLogger("gluon_bbb.cli")
 
@@ -69,38 +64,6 @@ def add_parsers(commands):
     train.set_defaults(func=train_command)
 
 
-def make_prior(config):
-    """The prior named by a ``train`` configuration (``--prior`` and its parameters)."""
-    if config["prior"] == "gaussian":
-        return GaussianPrior(config["sigma"])
-    try:
-        sigma1, sigma2 = math.exp(-config["log_sigma1"]), math.exp(-config["log_sigma2"])
-    except OverflowError:
-        raise ValueError("--log-sigma1/--log-sigma2 are -log sigma: values below -700 overflow") from None
-    if not sigma2 < sigma1:
-        raise ValueError(f"the scale-mixture prior needs sigma2 < sigma1, i.e. --log-sigma2 > "
-                         f"--log-sigma1 (they are -log sigma); got sigma2 = e^-{config['log_sigma2']} "
-                         f"and sigma1 = e^-{config['log_sigma1']}")
-    return ScaleMixturePrior(config["pi"], sigma1, sigma2)
-
-
-def make_trainer(config, ctx):
-    """Network, prior, loss and :class:`BBBTrainer` for a ``train`` configuration.
-
-    The network is initialised and run once on a zero batch, so that its shapes are known
-    and a checkpoint can be loaded into the trainer.
-    """
-    prior = make_prior(config)
-    net = models.mlp(config["hidden"])
-    net.initialize(mx.init.Xavier(), ctx=ctx)
-    net(nd.zeros((1, INPUT_SIZE), ctx=ctx))
-    return BBBTrainer(net, BBBLoss(prior), optimizer=config["optimizer"],
-                      optimizer_params={"learning_rate": config["lr"]},
-                      num_samples=config["num_samples"], kl_weighting=config["kl_weighting"],
-                      kl_scale=config.get("kl_scale", 1.0), ctx=ctx, rho_init=config["rho_init"],
-                      seed=config["seed"])
-
-
 def train_command(args):
     """``gluon-bbb train``: returns the exit code."""
     start = time.time()
@@ -110,7 +73,7 @@ def train_command(args):
         config["output_dir"] = os.path.join("runs", f"{args.dataset}-{args.prior}-{stamp}")
     out = config["output_dir"]
     ctx = resolve_context(args.ctx)
-    make_prior(config)  # fail on a bad prior or optimizer before loading any data
+    configs.make_prior(config)  # fail on a bad prior or optimizer before loading any data
     if args.optimizer.lower() not in mx.optimizer.Optimizer.opt_registry:
         raise ValueError(f"unknown optimizer {args.optimizer!r}; MXNet has "
                          f"{', '.join(sorted(mx.optimizer.Optimizer.opt_registry))}")
@@ -128,7 +91,7 @@ def _train_locked(args, config, out, ctx, start):
     loaders = data.get_loaders(args.dataset, batch_size=args.batch_size, data_dir=args.data_dir,
                                preprocessing=args.preprocessing, num_validation=args.num_validation,
                                subset=args.subset, ctx=ctx, seed=args.seed)
-    trainer = make_trainer(config, ctx)
+    trainer = make_bbb_trainer(config, ctx)
     os.makedirs(out, exist_ok=True)
     with log_to(os.path.join(out, LOG)):
         if args.resume and os.path.exists(checkpoint):
@@ -204,7 +167,7 @@ def checked_train_config(config, source):
         checked["subset"] = configs.check_hyperparameter("subset", config.get("subset"))
         if not isinstance(config.get("data_dir"), (str, type(None))):
             raise ValueError("data_dir must be a folder name or null")
-        make_prior(checked)
+        configs.make_prior(checked)
     except (ValueError, OverflowError) as error:
         raise CheckpointError(f"{source}: {error}") from None
     return checked

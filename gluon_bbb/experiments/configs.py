@@ -211,15 +211,21 @@ def describe(config):
 
 
 def make_prior(config):
-    """The prior of a Bayes-by-Backprop configuration (``-log sigma`` convention)."""
+    """The prior of a Bayes-by-Backprop configuration, a ``reproduce`` or a ``train`` one:
+    ``prior`` ('gaussian' with ``sigma``, or 'scale-mixture' with ``pi``, ``log_sigma1`` and
+    ``log_sigma2``, the paper's -log sigma convention)."""
     if config["prior"] == "gaussian":
         return GaussianPrior(config["sigma"])
-    if not config["log_sigma2"] > config["log_sigma1"]:
+    try:
+        sigma1, sigma2 = math.exp(-config["log_sigma1"]), math.exp(-config["log_sigma2"])
+    except OverflowError:
+        raise ValueError("log_sigma1 and log_sigma2 are -log sigma: values below -700 "
+                         "overflow") from None
+    if not sigma2 < sigma1:
         raise ValueError(f"the scale-mixture prior needs sigma2 < sigma1, i.e. log_sigma2 > "
-                         f"log_sigma1 (they are -log sigma); got {config['log_sigma2']} and "
-                         f"{config['log_sigma1']}")
-    return ScaleMixturePrior(config["pi"], math.exp(-config["log_sigma1"]),
-                             math.exp(-config["log_sigma2"]))
+                         f"log_sigma1 (--log-sigma2 > --log-sigma1; they are -log sigma); got "
+                         f"{config['log_sigma2']} and {config['log_sigma1']}")
+    return ScaleMixturePrior(config["pi"], sigma1, sigma2)
 
 
 def run_kind(config):

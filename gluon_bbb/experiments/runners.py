@@ -21,7 +21,7 @@ from .configs import INPUT_SIZE, learning_rate_schedule, make_prior, run_kind
 from .runfolder import (FILES, RESULT, best_of, checkpoint_metadata, copy_atomically, is_best,
                         is_record, read_result)
 
-__all__ = ["loaders_for", "make_runner"]
+__all__ = ["loaders_for", "make_bbb_trainer", "make_runner"]
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +34,26 @@ def loaders_for(config, data_dir, ctx):
                             ctx=ctx, seed=config["seed"])
 
 
+def make_bbb_trainer(config, ctx):
+    """The one factory of network, prior, loss and :class:`~gluon_bbb.BBBTrainer` for a
+    Bayes-by-Backprop configuration, of ``reproduce`` or of ``train`` (the same keys:
+    ``hidden``, the prior's, ``optimizer``, ``lr``, ``num_samples``, ``kl_weighting``,
+    ``kl_scale``, ``rho_init``, ``seed``).
+
+    The MLP is initialised (``mx.init.Xavier()`` from MXNet's generator: seed it first) and
+    run once on a zero batch, so that its shapes are known and a checkpoint can be loaded.
+    """
+    prior = make_prior(config)
+    net = models.mlp(config["hidden"])
+    net.initialize(mx.init.Xavier(), ctx=ctx)
+    net(nd.zeros((1, INPUT_SIZE), ctx=ctx))
+    return BBBTrainer(net, BBBLoss(prior), optimizer=config["optimizer"],
+                      optimizer_params={"learning_rate": config["lr"]},
+                      num_samples=config["num_samples"], kl_weighting=config["kl_weighting"],
+                      kl_scale=config.get("kl_scale", 1.0), ctx=ctx, rho_init=config["rho_init"],
+                      seed=config["seed"])
+
+
 class _BBBRun:
     """A :class:`BBBTrainer` for a configuration, its checkpoints and its best epoch."""
 
@@ -43,15 +63,7 @@ class _BBBRun:
         self.config, self.ctx = config, ctx
         mx.random.seed(config["seed"])
         np.random.seed(config["seed"])
-        net = models.mlp(config["hidden"])
-        net.initialize(mx.init.Xavier(), ctx=ctx)
-        net(nd.zeros((1, INPUT_SIZE), ctx=ctx))
-        self.trainer = BBBTrainer(net, BBBLoss(make_prior(config)), optimizer=config["optimizer"],
-                                  optimizer_params={"learning_rate": config["lr"]},
-                                  num_samples=config["num_samples"],
-                                  kl_weighting=config["kl_weighting"],
-                                  kl_scale=config.get("kl_scale", 1.0), ctx=ctx,
-                                  rho_init=config["rho_init"], seed=config["seed"])
+        self.trainer = make_bbb_trainer(config, ctx)
 
     @property
     def epoch(self):
