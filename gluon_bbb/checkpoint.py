@@ -32,6 +32,7 @@ import json
 import logging
 import math
 import os
+import re
 import struct
 import tempfile
 import zipfile
@@ -108,6 +109,8 @@ def atomic_write_bytes(path, payload):
 
 #: How :func:`atomic_write_bytes` names its temporary files: ``<name>.<random>.tmp``.
 TEMPORARY_SUFFIX = ".tmp"
+#: Such a name: ``tempfile.mkstemp`` puts 8 characters of [a-z0-9_] between the dots.
+_TEMPORARY_NAME = re.compile(r".+\.[a-z0-9_]{8}\.tmp")
 
 
 def remove_stale_temporary_files(folder):
@@ -119,7 +122,7 @@ def remove_stale_temporary_files(folder):
     removed = []
     for name in sorted(os.listdir(folder)):
         path = os.path.join(folder, name)
-        if name.endswith(TEMPORARY_SUFFIX) and name.count(".") >= 2 and os.path.isfile(path):
+        if _TEMPORARY_NAME.fullmatch(name) and os.path.isfile(path):
             os.remove(path)
             removed.append(name)
     return removed

@@ -166,12 +166,12 @@ class BBBTrainer:
             self.trainer = gluon.Trainer(self.posterior.collect_params(), optimizer)
         else:
             self.trainer = gluon.Trainer(self.posterior.collect_params(), optimizer, self.optimizer_params)
+        if self.seed is None:  # drawn from MXNet's generator; fit's per-epoch seeds derive from it
+            self.seed = int(nd.random.randint(0, 2**31 - 1, shape=(1,), ctx=mx.cpu()).asscalar())
         # Host draws are the faster on the CPU; elsewhere the device draws its own noise.
         generator = "numpy" if self.ctx.device_type == "cpu" else "mxnet"
         self.noise = GaussianNoise(self.posterior.shapes, self.ctx, dtype=self.posterior.dtype,
                                    seed=self.seed, generator=generator)
-        if self.seed is None:  # fit's per-epoch seeds derive from this one
-            self.seed = int(nd.random.randint(0, 2**31 - 1, shape=(1,), ctx=mx.cpu()).asscalar())
         if not self.fused:  # constants of the pure-MXNet non-finite check
             self._zeros = [nd.zeros(p.shape, ctx=self.ctx, dtype=p.dtype) for p in self.variational_params]
             self._ones = [nd.ones((int(np.prod(p.shape)),), ctx=self.ctx, dtype=p.dtype)
@@ -272,7 +272,7 @@ class BBBTrainer:
             for _ in range(self.num_samples):
                 weights, complexity_inputs = self._sample()           # 1-2. w = mu + softplus(rho) * eps
                 assign_arrays(self.posterior.targets, weights)        # 3. the net now computes with w
-                pred = self.forward(data)                     # 4. forward
+                pred = self.forward(data)                              # 4. forward
                 cost, nll, complexity = self.loss(                     # 5. Eq. (8)
                     pred, label, kl_weight, *complexity_inputs)
                 costs.append(cost)

@@ -127,3 +127,13 @@ def test_the_compute_capability_query_needs_no_mxnet_and_fails_softly():
     capability = context.gpu_compute_capability(0)
     assert capability is None or capability.count(".") == 1  # None on a machine without CUDA
     assert time.time() - started < 10
+
+
+def test_taking_the_lock_removes_only_half_written_temporary_files(tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "checkpoint.bbb.k2x_9q0z.tmp").write_bytes(b"half")  # atomic_write_bytes' name
+    (folder / "notes.v2.tmp").write_text("the user's")
+    with RunFolderLock(folder):
+        pass
+    assert sorted(os.listdir(folder)) == [LOCK_FILE, "notes.v2.tmp"]
