@@ -31,20 +31,31 @@ def _copy(run, tmp_path):
     return copy
 
 
+def _result(run):
+    return json.loads((run / "result.json").read_text())
+
+
 @needs_mnist
-def test_train_writes_a_complete_run_folder(run_dir):
-    for name in ("checkpoint.bbb", "metrics.json", "config.json", "train.log"):
+def test_train_writes_the_one_run_folder_format(run_dir):
+    for name in ("checkpoint.bbb", "best.bbb", "result.json", "sessions.json", "config.json",
+                 "train.log"):
         assert (run_dir / name).is_file(), name
-    metrics = json.loads((run_dir / "metrics.json").read_text())
-    assert {"config", "history", "test_error_mean", "test_error_mc", "num_weights",
-            "seconds"} <= set(metrics)
-    assert 0.0 <= metrics["test_error_mean"] <= 1.0
-    assert 0.0 <= metrics["test_error_mc"] <= 1.0
-    assert len(metrics["history"]) == 1 and metrics["history"][0]["epoch"] == 1
-    assert metrics["num_weights"] == 784 * 32 + 32 + 32 * 10 + 10
+    result = _result(run_dir)
+    assert 0.0 <= result["test_error_mean"] <= 1.0
+    assert 0.0 <= result["test_error_mc"] <= 1.0
+    assert result["config"] == "custom" and result["paper_test_error"] is None
+    assert result["description"].startswith("custom Bayes by Backprop on mnist, 32 ReLU, "
+                                            "scale-mixture prior pi=0.5")
+    assert len(result["history"]) == 1 and result["history"][0]["epoch"] == 1
+    assert "validation_error" in result["history"][0] and result["best_epoch"] == 1
+    assert result["protocol"]["validation_examples"] == 512  # --subset applies to each split
+    assert result["num_weights"] == 784 * 32 + 32 + 32 * 10 + 10
     config = json.loads((run_dir / "config.json").read_text())
-    assert config == metrics["config"]
+    assert config["reproduce"] == "custom" and config["method"] == "bbb"
     assert config["hidden"] == [32] and config["subset"] == 512 and config["seed"] == 0
+    assert "sigma" not in config and config["pi"] == 0.5  # the chosen prior's keys only
+    assert result["hyperparameters"] == {k: v for k, v in config.items() if k not in (
+        "reproduce", "overrides", "epochs", "data_dir", "description")}
     log = (run_dir / "train.log").read_text()
     assert "start:" in log and "epoch 1/1  free energy " in log and "finish:" in log
     assert not logging.getLogger("gluon_bbb").handlers  # main() removed its log handlers
@@ -58,7 +69,7 @@ def test_train_prints_the_test_errors(tmp_path, capsys):
     assert last.startswith("test error: ") and "(posterior mean)" in last
     assert last.endswith("(MC 10 samples)")
     config = json.loads((tmp_path / "g" / "config.json").read_text())
-    assert config["prior"] == "gaussian" and config["sigma"] == 1.0
+    assert config["prior"] == "gaussian" and config["sigma"] == 1.0 and "pi" not in config
 
 
 @needs_mnist
@@ -67,17 +78,16 @@ def test_default_output_dir_is_under_runs(tmp_path, monkeypatch):
     assert main(TRAIN + ["--subset", "128", "--hidden", "8"]) == 0
     (run,) = (tmp_path / "runs").iterdir()
     assert run.name.startswith("mnist-scale-mixture-")
-    assert (run / "metrics.json").is_file()
+    assert (run / "result.json").is_file()
 
 
 @needs_mnist
 def test_resume_continues_to_the_requested_epoch(run_dir, tmp_path):
     run = _copy(run_dir, tmp_path)
     assert main(TRAIN + ["--epochs", "2", "--output-dir", str(run), "--resume"]) == 0
-    metrics = json.loads((run / "metrics.json").read_text())
-    assert [record["epoch"] for record in metrics["history"]] == [1, 2]
-    first = json.loads((run_dir / "metrics.json").read_text())["history"][0]
-    assert metrics["history"][0] == first  # epoch 1 was loaded, not retrained
+    history = _result(run)["history"]
+    assert [record["epoch"] for record in history] == [1, 2]
+    assert history[0] == _result(run_dir)["history"][0]  # epoch 1 was loaded, not retrained
     assert "resuming" in (run / "train.log").read_text()
 
 
@@ -86,8 +96,7 @@ def test_resumed_training_matches_an_uninterrupted_run(run_dir, tmp_path):
     resumed, straight = _copy(run_dir, tmp_path), tmp_path / "straight"
     assert main(TRAIN + ["--epochs", "2", "--output-dir", str(resumed), "--resume"]) == 0
     assert main(TRAIN + ["--epochs", "2", "--output-dir", str(straight)]) == 0
-    history = [json.loads((run / "metrics.json").read_text())["history"]
-               for run in (resumed, straight)]
+    history = [_result(run)["history"] for run in (resumed, straight)]
     for record in history:
         for entry in record:
             entry.pop("seconds")
@@ -101,6 +110,23 @@ def test_existing_checkpoint_is_not_overwritten_without_resume(run_dir, tmp_path
     assert main(TRAIN + ["--output-dir", str(run)]) == 2
     assert "--resume" in capsys.readouterr().err
     assert (run / "checkpoint.bbb").read_bytes() == before
+    # resuming with other hyperparameters is refused: the folder holds one configuration
+    assert main(TRAIN + ["--output-dir", str(run), "--resume", "--lr", "0.01"]) == 2
+    assert "lr: 0.001 there, 0.01 now" in capsys.readouterr().err
+    assert (run / "checkpoint.bbb").read_bytes() == before
+
+
+@needs_mnist
+def test_one_folder_format_for_train_and_reproduce(run_dir, tmp_path, capsys):
+    """reproduce-report reads a train folder; train --resume refuses a reproduce folder."""
+    assert main(["reproduce-report", str(run_dir), "--mc-samples", "2"]) == 0
+    assert "| custom | - | 32 |" in capsys.readouterr().out
+    other = tmp_path / "named"
+    assert main(["reproduce", "bbb-gaussian-400", "--hidden", "8", "--subset", "128",
+                 "--epochs", "1", "--no-progress", "--output-dir", str(other)]) == 0
+    capsys.readouterr()
+    assert main(TRAIN + ["--output-dir", str(other), "--resume"]) == 2
+    assert "holds a run of configuration 'bbb-gaussian-400', not 'custom'" in capsys.readouterr().err
 
 
 @needs_mnist
@@ -109,8 +135,7 @@ def test_evaluate_prints_the_test_error_of_a_run(run_dir, capsys):
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last.startswith("test error: ") and last.endswith("(MC 3 samples)")
     # the posterior mean is deterministic: the same number as at the end of training
-    metrics = json.loads((run_dir / "metrics.json").read_text())
-    assert f"{100 * metrics['test_error_mean']:.2f}% (posterior mean)" in last
+    assert f"{100 * _result(run_dir)['test_error_mean']:.2f}% (posterior mean)" in last
 
 
 @needs_mnist
@@ -131,7 +156,7 @@ def test_prune_writes_the_table_and_plot_writes_the_figures(run_dir, tmp_path, c
     assert all(r["num_weights"] == num_weights for r in rows)
     assert [r["num_nonzero"] for r in rows if r["fraction"] == 0.5] == [num_weights // 2] * 2
     # nothing removed: the posterior-mean error measured at the end of training
-    test_error_mean = json.loads((run / "metrics.json").read_text())["test_error_mean"]
+    test_error_mean = _result(run)["test_error_mean"]
     assert [r["test_error"] for r in rows if r["fraction"] == 0] == [test_error_mean] * 2
     markdown = (run / "pruning.md").read_text()
     assert markdown in printed
@@ -145,7 +170,8 @@ def test_prune_writes_the_table_and_plot_writes_the_figures(run_dir, tmp_path, c
 @pytest.mark.parametrize("args, message", [
     (["train", "--ctx", "gpu(3)"], "gpu(3) is not available"),
     (["train", "--data-dir", "/nonexistent"], "/nonexistent"),
-    (["train", "--pi", "1.5"], "pi must lie strictly between 0 and 1"),
+    (["train", "--pi", "1.5"], "pi must be a number strictly between 0 and 1"),
+    (["train", "--num-validation", "60000"], "num_validation"),
     (["train", "--log-sigma2", "0", "--log-sigma1", "1"], "needs sigma2 < sigma1, i.e. log_sigma2 > log_sigma1 (--log-sigma2 > --log-sigma1"),
     (["train", "--prior", "gaussian", "--sigma", "0"], "sigma must be a positive"),
     (["train", "--optimizer", "bogus"], "unknown optimizer 'bogus'"),
@@ -161,6 +187,17 @@ def test_user_errors_exit_2_with_one_clear_message(args, message, tmp_path, caps
     assert message in captured.err
     assert "Traceback" not in captured.err + captured.out
     assert not (tmp_path / "run" / "checkpoint.bbb").exists()
+
+
+@pytest.mark.parametrize("command", ["evaluate", "prune", "plot", "reproduce-report"])
+def test_a_folder_of_the_old_train_format_is_one_clear_error(command, tmp_path, capsys):
+    run = tmp_path / "old"
+    run.mkdir()
+    write_json(run / "config.json", {"hidden": [32], "prior": "gaussian", "sigma": 1.0})
+    assert main([command, str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gluon-bbb: error: {run / 'config.json'} names no configuration")
+    assert len(err.strip().splitlines()) == 1
 
 
 def test_missing_gpu_is_a_one_line_error(capsys):

@@ -19,7 +19,7 @@ EPOCHS = 100
 
 def _command(data_dir, out):
     return [sys.executable, "-m", "gluon_bbb", "train", "--data-dir", str(data_dir),
-            "--subset", "1024", "--hidden", "100", "--batch-size", "32", "--epochs", str(EPOCHS),
+            "--subset", "1024", "--num-validation", "100", "--hidden", "100", "--batch-size", "32", "--epochs", str(EPOCHS),
             "--no-progress", "--resume", "--output-dir", str(out)]
 
 
@@ -58,6 +58,10 @@ def _check_folder(out, epochs_before):
     assert len(stored.metadata["history"]) == epoch >= epochs_before
     assert stored.optimizer is not None and stored.arrays
     read_json(out / "config.json")
+    if (out / "best.bbb").exists():
+        assert 1 <= read_checkpoint(out / "best.bbb").metadata["epoch"] <= epoch
+    if (out / "sessions.json").exists():
+        read_json(out / "sessions.json", kind=list)
     return epoch
 
 
@@ -103,6 +107,10 @@ def test_sigkill_at_random_moments_never_loses_work(tmp_path, fake_mnist):
     def without_times(history):
         return [{k: v for k, v in record.items() if k != "seconds"} for record in history]
     assert without_times(a.metadata["history"]) == without_times(b.metadata["history"])
-    metrics_a, metrics_b = read_json(out / "metrics.json"), read_json(reference / "metrics.json")
-    assert metrics_a["test_error_mean"] == metrics_b["test_error_mean"]
-    assert metrics_a["test_error_mc"] == metrics_b["test_error_mc"]
+    result_a, result_b = read_json(out / "result.json"), read_json(reference / "result.json")
+    for key in ("best_epoch", "validation_error", "test_error_mean", "test_error_mc"):
+        assert result_a[key] == result_b[key], key
+    best_a = read_checkpoint(out / "best.bbb").arrays
+    best_b = read_checkpoint(reference / "best.bbb").arrays
+    for name in best_b:
+        np.testing.assert_array_equal(best_a[name], best_b[name])

@@ -73,10 +73,15 @@ def originals(tmp_path_factory, fake_mnist):
 # Commands in the order they run on one damaged copy (later ones may rewrite files that
 # earlier ones read). Each: name -> argv(folder, data, scratch).
 READERS = {
-    "train": [
+    "train": [  # the one run-folder format: every reader of a reproduce folder reads it
         ("evaluate", lambda d, data, out: ["evaluate", d, "--data-dir", data, "--num-samples", "2"]),
+        ("uncertainty", lambda d, data, out: ["uncertainty", d, "--data-dir", data,
+                                              "--ood-data-dir", data, "--num-noise", "10",
+                                              "--mc-samples", "2", "--output-dir", out]),
         ("plot", lambda d, data, out: ["plot", d]),
         ("prune", lambda d, data, out: ["prune", d, "--data-dir", data, "--fractions", "0", "0.5"]),
+        ("reproduce-report", lambda d, data, out: ["reproduce-report", d, "--data-dir", data,
+                                                   "--mc-samples", "2"]),
         ("train --resume", lambda d, data, out: _train_args(d, data) + ["--resume"]),
     ],
     "bbb": [
@@ -102,8 +107,12 @@ READERS = {
 
 # Which command reads which file (a damaged copy of it must stop the command).
 READS = {
-    ("train", "config.json"): {"evaluate", "plot", "prune", "train --resume"},
-    ("train", "checkpoint.bbb"): {"evaluate", "plot", "prune", "train --resume"},
+    ("train", "config.json"): {"evaluate", "uncertainty", "plot", "prune", "reproduce-report",
+                               "train --resume"},
+    ("train", "best.bbb"): {"evaluate", "uncertainty", "plot", "prune", "reproduce-report"},
+    ("train", "checkpoint.bbb"): {"reproduce-report", "train --resume"},
+    ("train", "result.json"): {"plot"},
+    ("train", "sessions.json"): {"reproduce-report", "train --resume"},
     ("train", "pruning.json"): {"plot"},
     ("bbb", "config.json"): {"evaluate", "uncertainty", "plot", "prune", "reproduce-report",
                              "reproduce"},
@@ -118,8 +127,9 @@ READS = {
 }
 # Files a command does without: missing, it works (a resumed run starts afresh, say).
 OPTIONAL = {
-    ("train", "config.json"): {"train --resume"},
     ("train", "checkpoint.bbb"): {"train --resume"},
+    ("train", "result.json"): {"plot"},
+    ("train", "sessions.json"): {"reproduce-report", "train --resume"},
     ("train", "pruning.json"): {"plot"},
     ("bbb", "checkpoint.bbb"): {"reproduce"},
     ("bbb", "result.json"): {"plot"},
@@ -131,6 +141,7 @@ OPTIONAL = {
 RESUMING = {"train --resume", "reproduce"}
 # Readers that use only a checkpoint's epoch and history (its metadata).
 METADATA_ONLY = {("bbb", "checkpoint.bbb"): {"reproduce-report"},
+                 ("train", "checkpoint.bbb"): {"reproduce-report"},
                  ("sgd", "checkpoint.ckpt"): {"evaluate", "uncertainty", "reproduce-report"}}
 # What those readers do not use, so may find damaged.
 NOT_HISTORY = {"arrays-pickle", "optimizer-pickle", "prior-list", "seed-text", "noise-state-text",

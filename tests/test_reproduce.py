@@ -368,9 +368,47 @@ def test_folders_written_before_lr_decay_existed_still_resume(bbb_run, tmp_path)
 @pytest.mark.parametrize("setting, message", [("lr_decay=1.5", "lr_decay must be a number in (0, 1]"),
                                               ("momentum=0.9", "bad setting 'momentum=0.9'"),
                                               ("kl_scale=0", "kl_scale must be a positive number"),
-                                              ("optimizer=rmsprop", "optimizer must be one of adam, sgd")])
+                                              ("optimizer=bogus", "unknown optimizer 'bogus'; MXNet has")])
 def test_bad_set_values_are_refused(setting, message, tmp_path, capsys):
     assert main(["reproduce", "bbb-mixture-400", "--epochs", "1", "--output-dir",
                  str(tmp_path / "run"), "--set", setting]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+def test_custom_config_starts_from_the_paper_defaults_and_checks_every_value():
+    config = experiments.custom_config(hidden=[64], prior="gaussian", sigma=0.5,
+                                       optimizer="RMSProp", num_validation=500)
+    assert config["reproduce"] == experiments.CUSTOM and config["overrides"] == {}
+    base = experiments.CONFIGS["bbb-gaussian-400"]
+    assert {k: v for k, v in config.items() if k in base and k not in (
+        "hidden", "sigma", "optimizer", "num_validation")} == {
+        k: v for k, v in base.items() if k not in ("hidden", "sigma", "optimizer", "num_validation")}
+    assert config["optimizer"] == "rmsprop" and config["sigma"] == 0.5 and "pi" not in config
+    assert experiments.describe(config) == (
+        "custom Bayes by Backprop on mnist, 64 ReLU, Gaussian prior sigma=0.5; rmsprop lr "
+        "0.001, 1 sample, uniform KL weights, rho_init -5")
+    # what a run folder stores is read back as it was written
+    stored = json.loads(json.dumps(dict(config, epochs=3, data_dir=None)))
+    assert experiments.runfolder.checked_stored_config(stored, "x") == stored
+    for bad, message in [({"pi": 0.5, "prior": "gaussian"}, "has no hyperparameter 'pi'"),
+                         ({"method": "sgd"}, "has no hyperparameter 'method'"),
+                         ({"lr": -1.0}, "lr must be a positive number"),
+                         ({"dataset": "cifar"}, "dataset must be one of mnist, fashion-mnist"),
+                         ({"optimizer": "bogus"}, "unknown optimizer 'bogus'"),
+                         ({"log_sigma1": 7.0}, "needs sigma2 < sigma1")]:
+        with pytest.raises(ValueError, match=message):
+            experiments.custom_config(**bad)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"method": "sgd"}, "a custom configuration needs method 'bbb'"),
+    ({"prior": "laplace"}, "a custom configuration needs method 'bbb' and a prior"),
+    ({"kl_weighting": "none"}, "kl_weighting must be one of uniform, blundell"),
+    ({"hidden": "400"}, "hidden"),
+])
+def test_a_damaged_custom_config_is_refused_naming_the_file(change, message):
+    stored = dict(experiments.custom_config(), epochs=1, data_dir=None, **change)
+    with pytest.raises(ValueError, match=message) as caught:
+        experiments.runfolder.checked_stored_config(stored, "run/config.json")
+    assert str(caught.value).startswith("run/config.json")

@@ -70,7 +70,7 @@ def main(argv=None):
         args = build_parser().parse_args(argv)
     except SystemExit as stop:  # --help, --version or a usage error already printed
         return stop.code if isinstance(stop.code, int) else 2
-    if hasattr(args, "command_line"):  # recorded by reproduce, reproduce-report and search
+    if hasattr(args, "command_line"):  # recorded in the run folders
         args.command_line = " ".join(shlex.quote(arg) for arg in [PROG] + argv)
     try:
         return args.func(args)

@@ -1,35 +1,25 @@
-"""What the command modules share: option types and groups, file names, one-line results and the
-logging of a command to its run folder."""
+"""What the command modules share: option types and groups, file names, one-line results, the
+logging of a command to its run folder and the training of a configuration into one."""
 import argparse
 import io
 import logging
 import math
+import os
 import sys
 
 from .. import data
 from ..checkpoint import atomic_write_bytes
-from ..experiments import configs
+from ..experiments import configs, protocol, runfolder
+from ..runlock import RunFolderLock
 
-__all__ = ["PROG", "CHECKPOINT", "CONFIG", "METRICS", "LOG", "PRUNING_JSON", "PRUNING_MD",
-           "FIGURES", "INPUT_SIZE", "MC_SAMPLES", "number", "fraction", "add_overrides",
-           "add_trust", "add_common", "result_line", "save_figure", "log_to"]
+__all__ = ["PROG", "PRUNING_JSON", "PRUNING_MD", "FIGURES", "MC_SAMPLES", "number", "fraction",
+           "add_overrides", "add_trust", "add_common", "result_line", "errors_line",
+           "save_figure", "log_to", "train_into"]
 
 logger = logging.getLogger("gluon_bbb.cli")
 
 
 PROG = "gluon-bbb"
-
-
-CHECKPOINT = "checkpoint.bbb"
-
-
-CONFIG = "config.json"
-
-
-METRICS = "metrics.json"
-
-
-LOG = "train.log"
 
 
 PRUNING_JSON = "pruning.json"
@@ -44,9 +34,6 @@ FIGURES = {
     "weights": "weight_density.png",
     "pruning": "pruning_curve.png",
 }
-
-
-INPUT_SIZE = 784
 
 
 MC_SAMPLES = 10
@@ -108,6 +95,33 @@ def add_common(parser):
 def result_line(mean_error, mc_error, num_samples):
     return (f"test error: {100 * mean_error:.2f}% (posterior mean), "
             f"{100 * mc_error:.2f}% (MC {num_samples} samples)")
+
+
+def errors_line(errors):
+    """The test errors of a run's report or evaluation, on one line."""
+    if errors["test_error_mc"] is None:
+        return f"test error: {100 * errors['test_error_mean']:.2f}% (deterministic network)"
+    return result_line(errors["test_error_mean"], errors["test_error_mc"], errors["mc_samples"])
+
+
+def train_into(config, epochs, out, args):
+    """Train ``config`` to ``epochs`` epochs in run folder ``out`` (continuing it) with
+    :func:`gluon_bbb.experiments.run`, holding its writer lock and logging to its
+    ``train.log``; prints the best epoch and its test errors. Used by ``train`` and
+    ``reproduce``; ``args`` gives ``data_dir``, ``ctx``, ``mc_samples``, ``no_progress``,
+    ``command_line`` and ``trust_pickled_state``."""
+    with RunFolderLock(out), log_to(os.path.join(out, runfolder.LOG)):
+        result = protocol.run(config, epochs, out, data_dir=args.data_dir, ctx=args.ctx,
+                              mc_samples=args.mc_samples, progress=not args.no_progress,
+                              command=args.command_line,
+                              trust_pickled_state=args.trust_pickled_state)
+        logger.info("finish: %s; best epoch %d of %d, %.1f s; %s", errors_line(result),
+                    result["best_epoch"], result["epochs_run"], result["total_wall_seconds"],
+                    os.path.join(out, runfolder.RESULT))
+    print(f"{out}: best epoch {result['best_epoch']} of {result['epochs_run']}, validation "
+          f"error {100 * result['validation_error']:.2f}%")
+    print(errors_line(result))
+    return result
 
 
 def save_figure(figure, path):

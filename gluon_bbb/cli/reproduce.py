@@ -7,9 +7,8 @@ import os
 from ..context import resolve_context
 from ..experiments import configs, protocol, runfolder
 from ..experiments import search as grid_search
-from ..runlock import RunFolderLock
-from .common import MC_SAMPLES, add_common, add_overrides, add_trust, log_to, number
-from .runs import reproduce_line
+from .common import (MC_SAMPLES, add_common, add_overrides, add_trust, log_to, number,
+                     train_into)
 
 __all__ = ["add_parsers", "reproduce_command", "reproduce_report_command", "search_command"]
 
@@ -38,10 +37,10 @@ def add_parsers(commands):
     rerun.set_defaults(func=reproduce_command, command_line=None)
 
     rereport = commands.add_parser(
-        "reproduce-report", help="test errors of the best epoch of reproduce runs (result.json)",
+        "reproduce-report", help="test errors of the best epoch of runs (rewrites their result.json)",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     rereport.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
-                          help="folders written by 'reproduce'")
+                          help="run folders (of 'train', 'reproduce' or a search trial)")
     rereport.add_argument("--mc-samples", type=number(int, 1, True), default=MC_SAMPLES,
                           help="weight samples of the Monte Carlo test error")
     add_common(rereport)
@@ -107,17 +106,7 @@ def reproduce_command(args):
             raise ValueError("--epochs is required for a new run")
         epochs = int(stored["epochs"])
     resolve_context(args.ctx)  # fail on a missing GPU before creating the folder
-    with RunFolderLock(out), log_to(os.path.join(out, runfolder.LOG)):
-        result = protocol.run(config, epochs, out, data_dir=args.data_dir, ctx=args.ctx,
-                               mc_samples=args.mc_samples, progress=not args.no_progress,
-                               command=args.command_line,
-                               trust_pickled_state=args.trust_pickled_state)
-        logger.info("finish: %s; best epoch %d of %d, %.1f s; %s", reproduce_line(result),
-                    result["best_epoch"], result["epochs_run"], result["total_wall_seconds"],
-                    os.path.join(out, runfolder.RESULT))
-    print(f"{out}: best epoch {result['best_epoch']} of {result['epochs_run']}, validation "
-          f"error {100 * result['validation_error']:.2f}%")
-    print(reproduce_line(result))
+    train_into(config, epochs, out, args)
     return 0
 
 

@@ -1,5 +1,5 @@
-"""``gluon-bbb evaluate``, ``prune`` and ``plot``: the commands that read a run folder of
-``train`` or ``reproduce`` and report on its (best) network."""
+"""``gluon-bbb evaluate``, ``prune`` and ``plot``: the commands that read a run folder (of
+``train``, ``reproduce`` or a search trial: one format) and report on its best epoch."""
 import argparse
 import logging
 import os
@@ -12,12 +12,10 @@ from ..checkpoint import atomic_write_bytes, read_json, write_json
 from ..context import resolve_context
 from ..experiments import protocol, runfolder
 from ..experiments.runners import make_bbb_trainer
-from .common import (CHECKPOINT, CONFIG, FIGURES, MC_SAMPLES, PROG, PRUNING_JSON, PRUNING_MD,
-                     add_common, fraction, number, result_line, save_figure)
-from .train import checked_train_config
+from .common import (FIGURES, MC_SAMPLES, PROG, PRUNING_JSON, PRUNING_MD, add_common,
+                     errors_line, fraction, number, save_figure)
 
-__all__ = ["add_parsers", "read_config", "load_run", "evaluate_command", "reproduce_line",
-           "prune_command", "plot_command"]
+__all__ = ["add_parsers", "load_run", "evaluate_command", "prune_command", "plot_command"]
 
 logger = logging.getLogger("gluon_bbb.cli")
 
@@ -27,7 +25,7 @@ def add_parsers(commands):
     evaluate = commands.add_parser("evaluate", help="test error of a trained run",
                                    formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     evaluate.add_argument("run_dir", metavar="RUN_DIR",
-                          help="folder written by 'train' or 'reproduce' (its best epoch)")
+                          help="run folder (of 'train', 'reproduce' or a search trial)")
     evaluate.add_argument("--num-samples", type=number(int, 1, True), default=MC_SAMPLES,
                           help="weight samples of the Monte Carlo average")
     add_common(evaluate)
@@ -36,7 +34,8 @@ def add_parsers(commands):
     prune = commands.add_parser(
         "prune", help="test error after removing weights (Table 2); writes pruning.json/.md",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    prune.add_argument("run_dir", metavar="RUN_DIR", help="folder written by 'train'")
+    prune.add_argument("run_dir", metavar="RUN_DIR",
+                       help="run folder of a Bayes-by-Backprop configuration")
     prune.add_argument("--fractions", type=fraction, nargs="+",
                        default=list(pruning.DEFAULT_FRACTIONS), metavar="FRACTION",
                        help="proportions of the weights to remove, each in [0, 1)")
@@ -49,35 +48,19 @@ def add_parsers(commands):
 
     plot = commands.add_parser("plot", help="PNG figures of a run, written into RUN_DIR",
                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    plot.add_argument("run_dir", metavar="RUN_DIR", help="folder written by 'train'")
+    plot.add_argument("run_dir", metavar="RUN_DIR",
+                      help="run folder of a Bayes-by-Backprop configuration")
     plot.add_argument("--ctx", default="cpu", help="'cpu', 'gpu' or 'gpu(i)'")
     plot.set_defaults(func=plot_command)
 
 
-def read_config(run_dir):
-    """The ``config.json`` of a run folder, or a FileNotFoundError that says what is wrong."""
-    config_path = os.path.join(run_dir, CONFIG)
-    if not os.path.isfile(config_path):
-        raise FileNotFoundError(f"{config_path} not found: is {run_dir} a folder written "
-                                f"by '{PROG} train'?")
-    config = read_json(config_path, "a run configuration")
-    if "reproduce" in config:
-        return runfolder.checked_stored_config(config, config_path)
-    return checked_train_config(config, config_path)
-
-
 def load_run(args, with_test_data=True):
-    """The configuration, the trainer restored from the checkpoint, and the test loader.
-
-    For a ``reproduce`` run folder, the trainer holds the best epoch on validation.
-    """
-    config = read_config(args.run_dir)
-    checkpoint = CHECKPOINT
-    if "reproduce" in config:
-        if config.get("method") != "bbb":
-            raise ValueError(f"{args.run_dir} holds the deterministic baseline "
-                             f"{config['reproduce']}: only '{PROG} evaluate' applies to it")
-        checkpoint = runfolder.FILES["bbb"]["best"]
+    """The configuration, a trainer holding the run's best epoch on validation, and the
+    test loader (None without ``with_test_data``)."""
+    config = runfolder.read_run_config(args.run_dir)
+    if config["method"] != "bbb":
+        raise ValueError(f"{args.run_dir} holds the deterministic baseline "
+                         f"{config['reproduce']}: only '{PROG} evaluate' applies to it")
     ctx = resolve_context(args.ctx)
     mx.random.seed(config["seed"])
     np.random.seed(config["seed"])
@@ -88,37 +71,19 @@ def load_run(args, with_test_data=True):
                                 preprocessing=config["preprocessing"],
                                 subset=config["subset"], ctx=ctx)["test"]
     trainer = make_bbb_trainer(config, ctx)
-    trainer.load(os.path.join(args.run_dir, checkpoint), optimizer=False)
+    trainer.load(os.path.join(args.run_dir, runfolder.FILES["bbb"]["best"]), optimizer=False)
     return config, trainer, test
 
 
 def evaluate_command(args):
-    """``gluon-bbb evaluate``: returns the exit code."""
-    if "reproduce" in read_config(args.run_dir):
-        return _evaluate_reproduce_run(args)
-    _, trainer, test = load_run(args)
-    mean_error = trainer.evaluate(test, num_samples=0)
-    mc_error = trainer.evaluate(test, num_samples=args.num_samples)
-    print(f"{args.run_dir} (epoch {trainer.epoch}, {test.num_examples} test examples)")
-    print(result_line(mean_error, mc_error, args.num_samples))
-    return 0
-
-
-def _evaluate_reproduce_run(args):
-    """``gluon-bbb evaluate`` on a reproduce run folder: the best epoch on validation."""
+    """``gluon-bbb evaluate``: the test errors of a run folder's best epoch on validation."""
     config = runfolder.read_run_config(args.run_dir)
     errors = protocol.evaluate_run(args.run_dir, mc_samples=args.num_samples,
                                     data_dir=args.data_dir, ctx=args.ctx)
     print(f"{args.run_dir} ({config['reproduce']}, best epoch {errors['best_epoch']} on "
           f"validation, {errors['num_test']} test examples)")
-    print(reproduce_line(errors))
+    print(errors_line(errors))
     return 0
-
-
-def reproduce_line(errors):
-    if errors["test_error_mc"] is None:
-        return f"test error: {100 * errors['test_error_mean']:.2f}% (deterministic network)"
-    return result_line(errors["test_error_mean"], errors["test_error_mc"], errors["mc_samples"])
 
 
 def prune_command(args):
@@ -152,7 +117,7 @@ def plot_command(args):
                              f"'{PROG} prune' again") from None
         cutoffs = sorted({row["fraction"] for row in rows if 0 < row["fraction"] < 1}) or None
     mu, _ = pruning.posterior_parameters(trainer)
-    figures["training"] = plots.training_curves(_run_history(args.run_dir, config, trainer))
+    figures["training"] = plots.training_curves(_run_history(args.run_dir, trainer))
     figures["snr"] = plots.log_snr_density(pruning.signal_to_noise(trainer), cutoffs=cutoffs)
     figures["weights"] = plots.weight_densities({
         "posterior sample": pruning.sample_weights(trainer, 1, seed=config["seed"]),
@@ -165,12 +130,10 @@ def plot_command(args):
     return 0
 
 
-def _run_history(run_dir, config, trainer):
-    """The per-epoch history to plot: for a ``reproduce`` folder the whole run from its
-    ``result.json`` (the best checkpoint stops at the best epoch), with the evaluated split
-    named 'validation_error'; otherwise the trainer's."""
-    if "reproduce" not in config:
-        return trainer.history
+def _run_history(run_dir, trainer):
+    """The per-epoch history to plot, with the evaluated split named 'validation_error': the
+    whole run from ``result.json`` when there is one (the best checkpoint stops at the best
+    epoch), else the best checkpoint's."""
     if os.path.isfile(os.path.join(run_dir, runfolder.RESULT)):
         return runfolder.read_result(run_dir)["history"]
     return [runfolder.renamed_record(record) for record in trainer.history]

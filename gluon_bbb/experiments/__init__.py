@@ -3,8 +3,8 @@
 =====================  ===================================================================
 module                 what it does
 =====================  ===================================================================
-``configs``            the paper's MNIST configurations, their checks and the search grid
-``runfolder``          run folders: file names, distrustful reading, the best epoch
+``configs``            the paper's MNIST configurations, custom ones, their checks, the grid
+``runfolder``          the one run-folder format: file names, distrustful reading, best epoch
 ``runners``            one runner per configuration: build, train resumably, save, load
 ``protocol``           the paper's protocol: run (resumable), report, evaluate the best epoch
 ``search``             the hyperparameter search over the paper's grid
@@ -17,17 +17,23 @@ The protocol's main names are re-exported here::
     from gluon_bbb import experiments
     config = experiments.get_config("bbb-mixture-400")
     result = experiments.run(config, epochs=600, output_dir="results/bbb-mixture-400")
+
+    # hyperparameters of your own, in the same run-folder format (what ``gluon-bbb train`` runs)
+    mine = experiments.custom_config(hidden=[800, 800], prior="gaussian", sigma=0.1)
+    result = experiments.run(mine, epochs=50, output_dir="runs/gaussian-800")
 """
 from . import bandit_run, configs, protocol, runfolder, runners, search, uncertainty_eval
-from .configs import (CONFIGS, DESCRIPTIONS, EXTRA_KEYS, PAPER_GRID, PAPER_TEST_ERROR, SEARCH_KEYS,
-                      describe, get_config, learning_rate_schedule, parse_setting)
+from .configs import (CONFIGS, CUSTOM, DESCRIPTIONS, EXTRA_KEYS, PAPER_GRID, PAPER_TEST_ERROR,
+                      SEARCH_KEYS, custom_config, describe, get_config, learning_rate_schedule,
+                      parse_setting)
 from .protocol import evaluate_run, report, results_table, run
 from .runfolder import read_result
 from .runners import make_runner
 from .search import grid_settings, sample_settings, search as search_settings
 
 __all__ = ["bandit_run", "configs", "protocol", "runfolder", "runners", "search",
-           "uncertainty_eval", "CONFIGS", "DESCRIPTIONS", "EXTRA_KEYS", "PAPER_GRID",
-           "PAPER_TEST_ERROR", "SEARCH_KEYS", "describe", "get_config", "learning_rate_schedule", "parse_setting", "make_runner",
-           "evaluate_run", "report", "results_table", "run", "read_result", "grid_settings",
-           "sample_settings", "search_settings"]
+           "uncertainty_eval", "CONFIGS", "CUSTOM", "DESCRIPTIONS", "EXTRA_KEYS", "PAPER_GRID",
+           "PAPER_TEST_ERROR", "SEARCH_KEYS", "custom_config", "describe", "get_config",
+           "learning_rate_schedule", "parse_setting", "make_runner", "evaluate_run", "report",
+           "results_table", "run", "read_result", "grid_settings", "sample_settings",
+           "search_settings"]

@@ -11,13 +11,17 @@ probability 0.5 (no input dropout).
 import math
 import numbers
 
+import mxnet as mx
+
 from .._checks import check_int, check_positive_ints
+from ..data import DATASETS, PREPROCESSING_METHODS
 from ..priors import GaussianPrior, ScaleMixturePrior
 
 __all__ = ["INPUT_SIZE", "PROTOCOL", "PAPER_GRID", "SEARCH_KEYS", "EXTRA_KEYS", "CHOICES",
-           "LATER_DEFAULTS", "PAPER_TEST_ERROR", "CONFIGS", "DESCRIPTIONS", "get_config",
-           "check_hyperparameter", "format_overrides", "describe", "make_prior", "run_kind",
-           "hyperparameters", "learning_rate_schedule", "parse_setting"]
+           "PRIOR_KEYS", "CUSTOM", "LATER_DEFAULTS", "PAPER_TEST_ERROR", "CONFIGS",
+           "DESCRIPTIONS", "get_config", "custom_config", "base_config", "check_hyperparameter",
+           "format_overrides", "describe", "make_prior", "run_kind", "hyperparameters",
+           "learning_rate_schedule", "parse_setting"]
 
 INPUT_SIZE = 784
 
@@ -51,8 +55,19 @@ SEARCH_KEYS = tuple(PAPER_GRID)
 EXTRA_KEYS = ("optimizer", "kl_weighting", "kl_scale", "lr_decay", "rho_init", "sigma")
 
 
-#: The values the text-valued keys may take.
-CHOICES = {"optimizer": ("adam", "sgd"), "kl_weighting": ("uniform", "blundell")}
+#: The values the text-valued keys may take (``optimizer``: any of MXNet's optimizers).
+CHOICES = {"kl_weighting": ("uniform", "blundell"), "prior": ("gaussian", "scale-mixture"),
+           "method": ("bbb", "sgd", "dropout"), "dataset": DATASETS,
+           "preprocessing": PREPROCESSING_METHODS}
+
+
+#: The hyperparameters of each prior.
+PRIOR_KEYS = {"gaussian": ("sigma",), "scale-mixture": ("pi", "log_sigma1", "log_sigma2")}
+
+
+#: The configuration name of a run with hyperparameters of the user's own
+#: (``gluon-bbb train``, :func:`custom_config`).
+CUSTOM = "custom"
 
 
 #: Hyperparameters added after the first runs were written, with the value those runs used.
@@ -161,6 +176,51 @@ def get_config(name, **overrides):
     return config
 
 
+def custom_config(**hyperparameters):
+    """A Bayes-by-Backprop configuration of the user's own, named :data:`CUSTOM`: the
+    protocol's data settings (:data:`PROTOCOL`: validation on the last 10,000 training images)
+    and the defaults of ``bbb-mixture-400`` (``bbb-gaussian-400`` for ``prior='gaussian'``),
+    with ``hyperparameters`` applied and checked.
+
+    Its run folder is that of a named configuration: :func:`gluon_bbb.experiments.run` trains
+    it, and every command that reads a run folder reads it.
+
+    Parameters
+    ----------
+    **hyperparameters
+        Any key of those configurations but ``method``, e.g. ``hidden=[1200, 1200]``,
+        ``prior='gaussian'``, ``sigma=0.1``, ``optimizer='rmsprop'``, ``dataset='fashion-mnist'``,
+        ``num_validation=5000``; the prior's keys are those of :data:`PRIOR_KEYS`.
+
+    Returns
+    -------
+    dict
+        Flat hyperparameters plus ``"reproduce": "custom"`` and empty ``"overrides"``.
+
+    Raises
+    ------
+    ValueError
+        An unknown key (the other prior's included) or a value out of range.
+    """
+    config = base_config(hyperparameters.get("prior", "scale-mixture"))
+    for key, value in hyperparameters.items():
+        if key not in config or key == "method":
+            raise ValueError(f"a custom {config['prior']} configuration has no hyperparameter "
+                             f"{key!r}; it has {', '.join(sorted(set(config) - {'method'}))}")
+        config[key] = check_hyperparameter(key, value)
+    make_prior(config)  # checks sigma1 > sigma2
+    config["reproduce"] = CUSTOM
+    config["overrides"] = {}
+    return config
+
+
+def base_config(prior):
+    """The defaults of a custom configuration with this prior ('gaussian' or
+    'scale-mixture'): those of ``bbb-gaussian-400`` or ``bbb-mixture-400``."""
+    return dict(CONFIGS[{"gaussian": "bbb-gaussian-400"}.get(check_hyperparameter("prior", prior),
+                                                              "bbb-mixture-400")])
+
+
 def check_hyperparameter(key, value):
     """``value`` as the type ``key`` takes, or a ValueError."""
     def integer(low):
@@ -194,8 +254,13 @@ def check_hyperparameter(key, value):
         return real(lambda v: True, "a finite number")
     if key in CHOICES:
         if value not in CHOICES[key]:
-            raise ValueError(f"{key} must be one of {', '.join(CHOICES[key])}, got {value!r}")
+            raise ValueError(f"{key} must be one of {', '.join(CHOICES[key])}, got {value!r:.60}")
         return value
+    if key == "optimizer":
+        if not isinstance(value, str) or value.lower() not in mx.optimizer.Optimizer.opt_registry:
+            raise ValueError(f"unknown optimizer {value!r:.60}; MXNet has "
+                             f"{', '.join(sorted(mx.optimizer.Optimizer.opt_registry))}")
+        return value.lower()
     return value
 
 
@@ -205,9 +270,27 @@ def format_overrides(overrides):
 
 
 def describe(config):
-    """One line on a configuration: its :data:`DESCRIPTIONS` entry, then the overrides."""
+    """One line on a configuration: its :data:`DESCRIPTIONS` entry, then the overrides; for a
+    custom one, its hyperparameters."""
+    if config["reproduce"] == CUSTOM:
+        return _describe_custom(config)
     changes = format_overrides(config.get("overrides"))
     return DESCRIPTIONS[config["reproduce"]] + (f"; changed: {changes}" if changes else "")
+
+
+def _describe_custom(config):
+    if config["prior"] == "gaussian":
+        prior = f"Gaussian prior sigma={config['sigma']:g}"
+    else:
+        prior = (f"scale-mixture prior pi={config['pi']:g}, -log sigma1={config['log_sigma1']:g}, "
+                 f"-log sigma2={config['log_sigma2']:g}")
+    decay = "" if config["lr_decay"] == 1.0 else f" (x{config['lr_decay']:g} per epoch)"
+    scale = "" if config["kl_scale"] == 1.0 else f", complexity x{config['kl_scale']:g}"
+    samples = config["num_samples"]
+    return (f"custom Bayes by Backprop on {config['dataset']}, "
+            f"{'x'.join(map(str, config['hidden']))} ReLU, {prior}; {config['optimizer']} lr "
+            f"{config['lr']:g}{decay}, {samples} sample{'s' if samples > 1 else ''}, "
+            f"{config['kl_weighting']} KL weights{scale}, rho_init {config['rho_init']:g}")
 
 
 def make_prior(config):
@@ -264,7 +347,7 @@ def parse_setting(text, keys=SEARCH_KEYS):
             raise ValueError(f"bad setting {text!r}: write key=value pairs separated by commas, "
                              f"keys among {', '.join(keys)}")
         try:
-            setting[key] = (value.strip() if key in CHOICES else
+            setting[key] = (value.strip() if key in CHOICES or key == "optimizer" else
                             int(value) if key == "num_samples" else float(value))
         except ValueError:
             raise ValueError(f"bad value {value!r} for {key} in setting {text!r}") from None

@@ -1,14 +1,18 @@
-"""Run folders of the paper protocol: their file names, and reading them distrustfully
-(configuration, sessions, report, checkpoint metadata), with the helpers that pick the best
-epoch from a history.
+"""Run folders: their file names, and reading them distrustfully (configuration, sessions,
+report, checkpoint metadata), with the helpers that pick the best epoch from a history.
+
+There is one run-folder format, whoever wrote the folder: ``gluon-bbb reproduce`` (a named
+configuration), ``gluon-bbb train`` (a custom one, :func:`~.configs.custom_config`) and the
+search's trials all write it through :func:`gluon_bbb.experiments.run`, and every command that
+reads a folder reads any of them.
 """
 import os
 import time
 
 from ..checkpoint import (CheckpointError, atomic_write_bytes, checked_field, read_json,
                           read_metadata, write_json)
-from .configs import (CONFIGS, LATER_DEFAULTS, check_hyperparameter, hyperparameters, make_prior,
-                      run_kind)
+from .configs import (CONFIGS, CUSTOM, LATER_DEFAULTS, PRIOR_KEYS, base_config,
+                      check_hyperparameter, hyperparameters, make_prior, run_kind)
 
 __all__ = ["CONFIG", "SESSIONS", "RESULT", "LOG", "FILES", "read_run_config",
            "checked_stored_config", "check_run_dir", "is_record", "is_best", "best_of",
@@ -35,36 +39,46 @@ FILES = {
 
 
 def read_run_config(run_dir):
-    """The ``config.json`` of a reproduce run folder, or a ValueError/FileNotFoundError."""
+    """The checked ``config.json`` of a run folder, or a ValueError/FileNotFoundError."""
     path = os.path.join(run_dir, CONFIG)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path} not found: is {run_dir} a folder written by "
-                                "'gluon-bbb reproduce'?")
+                                "'gluon-bbb train' or 'gluon-bbb reproduce'?")
     config = read_json(path, "a run configuration")
     if "reproduce" not in config:
-        raise ValueError(f"{run_dir} was not written by 'gluon-bbb reproduce' (its config.json "
-                         "names no reproduce configuration)")
+        raise ValueError(f"{path} names no configuration: {run_dir} was written by a "
+                         "'gluon-bbb train' of before the one run-folder format (it kept no "
+                         "validation split and no best epoch); train it again")
     return checked_stored_config(config, path)
 
 
 def checked_stored_config(config, source):
     """A configuration read from a run folder, with every hyperparameter checked as
-    :func:`get_config` checks it, or a CheckpointError naming ``source``."""
+    :func:`get_config` (or :func:`custom_config`) checks it, or a CheckpointError naming
+    ``source``."""
     name = config.get("reproduce")
-    if name not in CONFIGS:
+    if name == CUSTOM:
+        prior = config.get("prior")
+        if prior not in PRIOR_KEYS or config.get("method") != "bbb":
+            raise CheckpointError(f"{source}: a custom configuration needs method 'bbb' and a "
+                                  f"prior among {', '.join(PRIOR_KEYS)}")
+        expected, fixed = base_config(prior), ("method", "prior")
+    elif name in CONFIGS:
+        expected, fixed = CONFIGS[name], ("method", "dataset", "preprocessing", "prior")
+    else:
         raise CheckpointError(f"{source}: {name!r:.60} is not a configuration; choose one of "
-                              f"{', '.join(CONFIGS)}")
+                              f"{', '.join(CONFIGS)} or {CUSTOM}")
     checked = dict(config)
-    for key, default in CONFIGS[name].items():
+    for key, default in expected.items():
         if key not in config:
-            if key in LATER_DEFAULTS[run_kind(CONFIGS[name])]:
+            if key in LATER_DEFAULTS[run_kind(expected)]:
                 continue  # written before the key existed
             raise CheckpointError(f"{source} lacks the hyperparameter {key!r}")
         try:
             checked[key] = check_hyperparameter(key, config[key])
         except ValueError as error:
             raise CheckpointError(f"{source}: {error}") from None
-        if key in ("method", "dataset", "preprocessing", "prior") and config[key] != default:
+        if key in fixed and config[key] != default:
             raise CheckpointError(f"{source}: {key} is {config[key]!r:.60}, configuration {name} "
                                   f"has {default!r}")
     for key in ("overrides",):
@@ -92,13 +106,9 @@ def check_run_dir(run_dir, config):
                      if os.path.exists(os.path.join(run_dir, name))]
         if leftovers:
             raise ValueError(f"{run_dir} holds {leftovers[0]} but no {CONFIG}: it is not a "
-                             "reproduce run folder; choose another --output-dir")
+                             "run folder; choose another --output-dir")
         return None
-    stored = read_json(path, "a run configuration")
-    if "reproduce" not in stored:
-        raise ValueError(f"{run_dir} holds a run that 'gluon-bbb reproduce' did not write; "
-                         "choose another --output-dir")
-    stored = checked_stored_config(stored, path)
+    stored = read_run_config(run_dir)
     if stored["reproduce"] != config["reproduce"]:
         raise ValueError(f"{run_dir} holds a run of configuration {stored['reproduce']!r}, not "
                          f"{config['reproduce']!r}; choose another --output-dir")
