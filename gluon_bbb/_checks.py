@@ -2,7 +2,10 @@
 import math
 import numbers
 
-__all__ = ["check_int", "check_positive", "check_positive_ints"]
+import numpy as np
+
+__all__ = ["check_int", "check_positive", "check_positive_ints", "check_finite_1d",
+           "check_mapping"]
 
 
 def check_int(name, value, minimum=1):
@@ -66,3 +69,20 @@ def check_positive_ints(name, values):
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
             raise ValueError(f"{name} must hold positive integers, got {value!r} in {values!r}")
     return [int(value) for value in values]
+
+
+def check_finite_1d(name, values):
+    """``values`` as a float64 array of shape (N,), N >= 1, all finite, or a ValueError that
+    names the argument."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.ndim != 1 or len(values) == 0:
+        raise ValueError(f"{name} must be a non-empty 1-d array, got shape {values.shape}")
+    if not np.all(np.isfinite(values)):
+        raise ValueError(f"{name} holds NaN or infinite values")
+    return values
+
+
+def check_mapping(name, mapping):
+    """A ValueError unless ``mapping`` is a non-empty dict (of name -> result)."""
+    if not isinstance(mapping, dict) or not mapping:
+        raise ValueError(f"{name} must be a non-empty dict of name -> result")

@@ -1,5 +1,6 @@
-"""Loading MNIST and Fashion-MNIST from IDX files (batches: :mod:`gluon_bbb.loaders`, whose
-:class:`ArrayLoader` and :class:`EpochShuffled` are also importable from here).
+"""Loading MNIST and Fashion-MNIST: splits, preprocessing and loaders. The file format is
+:mod:`gluon_bbb.idx`, the search for the files :mod:`gluon_bbb.datafolders` and the batches
+:mod:`gluon_bbb.loaders`; their public names are importable from here too.
 
 The four files of each data set, ``{train,t10k}-{images-idx3,labels-idx1}-ubyte``
 (gzip-compressed with a ``.gz`` suffix, or raw), are looked for in these places,
@@ -23,14 +24,13 @@ Typical use::
     for data, label in loaders["train"]:   # data: (128, 784), label: (128,)
         ...
 """
-import gzip
-import os
-import zlib
-from pathlib import Path
-
 import mxnet as mx
 import numpy as np
 
+from . import datafolders
+from .datafolders import (DATA_ENV_VAR, DATASETS, SPLITS, DataNotFoundError, find_data_dir,
+                          idx_filenames)
+from .idx import IDXFormatError, read_idx
 from .loaders import ArrayLoader, EpochShuffled
 
 __all__ = [
@@ -54,9 +54,6 @@ __all__ = [
     "get_loaders",
 ]
 
-DATASETS = ("mnist", "fashion-mnist")
-"""Names of the supported data sets."""
-
 CLASS_NAMES = {
     "mnist": [str(digit) for digit in range(10)],
     "fashion-mnist": [
@@ -65,9 +62,6 @@ CLASS_NAMES = {
     ],
 }
 """Human-readable name of each label 0..9, per data set."""
-
-SPLITS = ("train", "test")
-"""Splits stored on disk (a validation split is cut from "train", see :func:`load_splits`)."""
 
 PREPROCESSING_METHODS = ("paper", "255", "standardize")
 """Valid ``method`` values of :func:`preprocess`."""
@@ -83,257 +77,9 @@ splits are all standardized with the same constants (from the full 60,000-image
 training set).
 """
 
-DATA_ENV_VAR = "GLUON_BBB_DATA"
-"""Environment variable naming a folder that holds ``mnist/`` and ``fashion-mnist/``."""
-
-DEBIAN_DATA_ROOT = Path("/usr/share/datasets")
-"""Where Debian's ``dataset-*`` packages install data sets (searched last)."""
-
 NUM_CLASSES = 10
 IMAGE_SHAPE = (28, 28)
 PAPER_PIXEL_SCALE = 126.0  # Blundell et al. (2015) divide pixel values by 126.
-
-_IDX_UINT8 = 0x08
-_IDX_IMAGES_MAGIC = 0x00000803  # 2051: uint8, 3 dimensions
-_IDX_LABELS_MAGIC = 0x00000801  # 2049: uint8, 1 dimension
-_GZIP_MAGIC = b"\x1f\x8b"
-_SPLIT_PREFIX = {"train": "train", "test": "t10k"}
-
-
-class DataNotFoundError(FileNotFoundError):
-    """A data set's files are in none of the searched folders."""
-
-
-class IDXFormatError(ValueError):
-    """An IDX file is malformed: bad header, wrong size, corrupt gzip or bad labels."""
-
-
-# ----------------------------------------------------------------------------
-# IDX files
-# ----------------------------------------------------------------------------
-
-def idx_filenames(split):
-    """Base names (without ``.gz``) of the image and label files of a split.
-
-    Parameters
-    ----------
-    split : {"train", "test"}
-
-    Returns
-    -------
-    tuple of str
-        ``(images_name, labels_name)``, e.g.
-        ``("train-images-idx3-ubyte", "train-labels-idx1-ubyte")``.
-    """
-    _check_split(split)
-    prefix = _SPLIT_PREFIX[split]
-    return prefix + "-images-idx3-ubyte", prefix + "-labels-idx1-ubyte"
-
-
-def _all_idx_filenames():
-    return [name for split in SPLITS for name in idx_filenames(split)]
-
-
-def _read_file_bytes(path):
-    """Whole content of ``path``, transparently gunzipped (detected by magic bytes)."""
-    with open(path, "rb") as raw:
-        is_gzip = raw.read(2) == _GZIP_MAGIC
-    if not is_gzip:
-        return Path(path).read_bytes()
-    try:
-        with gzip.open(path, "rb") as stream:
-            return stream.read()
-    except (OSError, EOFError, zlib.error) as err:
-        raise IDXFormatError(f"{path}: corrupt gzip data ({err})") from err
-
-
-def _parse_idx_header(content, path):
-    """Decode an IDX header.
-
-    Returns
-    -------
-    dims : tuple of int
-        Size of each dimension.
-    header_size : int
-        Number of header bytes (4 + 4 * ndim).
-    """
-    if len(content) < 4:
-        raise IDXFormatError(
-            f"{path}: file too short for an IDX header ({len(content)} bytes)")
-    zero, type_code, ndim = int.from_bytes(content[0:2], "big"), content[2], content[3]
-    magic = int.from_bytes(content[0:4], "big")
-    if zero != 0 or type_code != _IDX_UINT8 or ndim == 0:
-        raise IDXFormatError(
-            f"{path}: bad IDX magic number {magic} (0x{magic:08x}); expected "
-            f"0x000008NN for uint8 data with NN dimensions, e.g. "
-            f"{_IDX_IMAGES_MAGIC} for images or {_IDX_LABELS_MAGIC} for labels")
-    header_size = 4 + 4 * ndim
-    if len(content) < header_size:
-        raise IDXFormatError(
-            f"{path}: truncated IDX header: expected {header_size} bytes for "
-            f"{ndim} dimensions, found {len(content)}")
-    dims = tuple(int.from_bytes(content[4 + 4 * i: 8 + 4 * i], "big")
-                 for i in range(ndim))
-    return dims, header_size
-
-
-def read_idx(path):
-    """Read an IDX file of unsigned bytes (gzip-compressed or raw).
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The file. Gzip compression is detected from its content, not its name.
-
-    Returns
-    -------
-    numpy.ndarray of uint8
-        Shape given by the header, e.g. ``(n, 28, 28)`` for an ``idx3`` image
-        file (magic 2051) or ``(n,)`` for an ``idx1`` label file (magic 2049).
-
-    Raises
-    ------
-    FileNotFoundError
-        ``path`` does not exist.
-    IDXFormatError
-        Corrupt gzip stream, magic number other than ``0x000008NN`` (only uint8
-        data are accepted), truncated header, or payload length different from
-        the product of the dimensions.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"IDX file not found: {path}")
-    content = _read_file_bytes(path)
-    dims, header_size = _parse_idx_header(content, path)
-    expected = int(np.prod(dims, dtype=np.int64))
-    found = len(content) - header_size
-    if found != expected:
-        kind = {3: "pixel data", 1: "label data"}.get(len(dims), "data")
-        shape = "x".join(str(d) for d in dims)
-        raise IDXFormatError(
-            f"{path}: expected {expected} bytes of {kind} for shape {shape}, "
-            f"found {found}" + (" (file truncated?)" if found < expected else ""))
-    return np.frombuffer(content, dtype=np.uint8, offset=header_size).reshape(dims).copy()
-
-
-# ----------------------------------------------------------------------------
-# Finding the files
-# ----------------------------------------------------------------------------
-
-def _check_name(name):
-    if name not in DATASETS:
-        raise ValueError(f"unknown data set {name!r}; valid names: {', '.join(DATASETS)}")
-
-
-def _check_split(split):
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; valid splits: {', '.join(SPLITS)}")
-
-
-def _idx_file(folder, base_name):
-    """Path of ``base_name`` or ``base_name.gz`` in ``folder`` (raw preferred), or None."""
-    for candidate in (folder / base_name, folder / (base_name + ".gz")):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def _has_all_files(folder):
-    return folder.is_dir() and all(_idx_file(folder, base) is not None
-                                   for base in _all_idx_filenames())
-
-
-def _mxnet_home():
-    """MXNet's data folder: ``$MXNET_HOME``, by default ``~/.mxnet``."""
-    return Path(mx.base.data_dir()).expanduser()
-
-
-def _candidate_dirs(name, data_dir):
-    """Folders to search, in order (see the module docstring).
-
-    Raises
-    ------
-    DataNotFoundError
-        ``data_dir`` is given but does not exist.
-    """
-    candidates = []
-    if data_dir is not None:
-        data_dir = Path(data_dir).expanduser()
-        if not data_dir.is_dir():
-            raise DataNotFoundError(f"data_dir {str(data_dir)!r} does not exist "
-                                    f"(or is not a folder)")
-        candidates.append(data_dir / name)
-        # Accept the folder holding the files directly, unless its name says it
-        # holds another data set (data_dir=".../mnist" with name="fashion-mnist").
-        if data_dir.name not in DATASETS or data_dir.name == name:
-            candidates.append(data_dir)
-    env_root = os.environ.get(DATA_ENV_VAR)
-    if env_root:
-        candidates.append(Path(env_root).expanduser() / name)
-    candidates.append(_mxnet_home() / "datasets" / name)
-    candidates.append(Path(DEBIAN_DATA_ROOT) / name)
-    return candidates
-
-
-def _search_data_dir(name, data_dir=None):
-    """First candidate folder holding the four IDX files.
-
-    Returns
-    -------
-    found : pathlib.Path or None
-        The folder, or None when no candidate holds all four files.
-    searched : list of pathlib.Path
-        Every folder that was looked at, in order.
-    """
-    _check_name(name)
-    searched = _candidate_dirs(name, data_dir)
-    for folder in searched:
-        if _has_all_files(folder):
-            return folder, searched
-    return None, searched
-
-
-def _not_found_message(name, searched, download_note):
-    places = "\n".join(f"  - {folder}" for folder in searched)
-    files = ", ".join(_all_idx_filenames())
-    return (
-        f"could not find the {name!r} data set. Looked for its four IDX files "
-        f"({files}; raw or .gz) in:\n{places}\n{download_note}\n"
-        f"To fix: pass data_dir='/path/to/{name}' (or its parent folder), set "
-        f"{DATA_ENV_VAR}=/path/holding/{name}/ (a folder containing mnist/ and "
-        f"fashion-mnist/), or place the files in one of the folders listed above.")
-
-
-def find_data_dir(name, data_dir=None):
-    """Folder holding the four IDX files of a data set (no download).
-
-    Parameters
-    ----------
-    name : {"mnist", "fashion-mnist"}
-    data_dir : str or os.PathLike, optional
-        Searched first: the folder holding the files, or a parent holding
-        ``<name>/``.
-
-    Returns
-    -------
-    pathlib.Path
-        The first folder in search order (``data_dir``, ``$GLUON_BBB_DATA/<name>``,
-        ``$MXNET_HOME/datasets/<name>``, ``/usr/share/datasets/<name>``) that
-        holds all four files.
-
-    Raises
-    ------
-    ValueError
-        Unknown ``name``.
-    DataNotFoundError
-        ``data_dir`` is given but does not exist, or no folder holds the files
-        (the message lists every folder searched).
-    """
-    found, searched = _search_data_dir(name, data_dir)
-    if found is None:
-        raise DataNotFoundError(_not_found_message(
-            name, searched, "(find_data_dir does not download.)"))
-    return found
 
 
 def _download_with_mxnet(name, split):
@@ -346,7 +92,7 @@ def _download_with_mxnet(name, split):
     """
     vision = mx.gluon.data.vision
     dataset_class = {"mnist": vision.MNIST, "fashion-mnist": vision.FashionMNIST}[name]
-    root = _mxnet_home() / "datasets" / name
+    root = datafolders.mxnet_home() / "datasets" / name
     dataset = dataset_class(root=str(root), train=(split == "train"))
     images = dataset._data  # pylint: disable=protected-access
     images = images.asnumpy() if hasattr(images, "asnumpy") else np.asarray(images)
@@ -368,8 +114,8 @@ def _read_split(folder, split):
     labels : numpy.ndarray of int32, shape (n,)
     """
     images_name, labels_name = idx_filenames(split)
-    images_path = _idx_file(folder, images_name)
-    labels_path = _idx_file(folder, labels_name)
+    images_path = datafolders.idx_file(folder, images_name)
+    labels_path = datafolders.idx_file(folder, labels_name)
     images = read_idx(images_path)
     labels = read_idx(labels_path)
     if images.ndim != 3 or images.shape[1:] != IMAGE_SHAPE:
@@ -410,18 +156,18 @@ def load_raw(name="mnist", split="train", data_dir=None, download=True):
     ValueError, DataNotFoundError, IDXFormatError
         As for :func:`load_dataset`.
     """
-    _check_name(name)
-    _check_split(split)
-    folder, searched = _search_data_dir(name, data_dir)
+    datafolders.check_name(name)
+    datafolders.check_split(split)
+    folder, searched = datafolders.search_data_dir(name, data_dir)
     if folder is not None:
         return _read_split(folder, split)
     if not download:
-        raise DataNotFoundError(_not_found_message(
+        raise DataNotFoundError(datafolders.not_found_message(
             name, searched, "Downloading was disabled (download=False)."))
     try:
         images, labels = _download_with_mxnet(name, split)
     except Exception as err:  # offline, blocked, bad checksum...: report all at once
-        raise DataNotFoundError(_not_found_message(
+        raise DataNotFoundError(datafolders.not_found_message(
             name, searched, f"Downloading with MXNet also failed: "
                             f"{type(err).__name__}: {err}")) from err
     if len(images) != len(labels):
@@ -571,7 +317,7 @@ def load_splits(name="mnist", data_dir=None, preprocessing="paper", num_validati
         when ``num_validation > 0``; X float32 (n, 784), y int32 (n,).
     """
     del seed  # the split is deterministic (last images), nothing to shuffle
-    _check_name(name)
+    datafolders.check_name(name)
     _check_preprocessing(preprocessing)
     if subset is not None:
         _check_count(subset, "subset", 1)

@@ -8,6 +8,7 @@ import pytest
 from mxnet import nd
 
 from gluon_bbb import data as gdata
+from gluon_bbb import datafolders
 from gluon_bbb.data import (
     ArrayLoader,
     DataNotFoundError,
@@ -26,7 +27,7 @@ def isolated(tmp_path, monkeypatch):
     """No data anywhere by default: empty GLUON_BBB_DATA, MXNET_HOME, Debian root."""
     monkeypatch.delenv("GLUON_BBB_DATA", raising=False)
     monkeypatch.setenv("MXNET_HOME", str(tmp_path / "mxnet_home"))
-    monkeypatch.setattr(gdata, "DEBIAN_DATA_ROOT", tmp_path / "debian")
+    monkeypatch.setattr(datafolders, "DEBIAN_DATA_ROOT", tmp_path / "debian")
 
     def no_download(name, split):
         raise AssertionError("tests must not download")

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from mxnet import nd
 
-from gluon_bbb import data, experiments, uncertainty
+from gluon_bbb import data, datafolders, experiments, uncertainty
 from gluon_bbb.experiments import uncertainty_eval
 from gluon_bbb.cli import main
 from gluon_bbb.context import resolve_context
@@ -49,7 +49,7 @@ def isolated_data(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.delenv(data.DATA_ENV_VAR, raising=False)
         patch.setenv("MXNET_HOME", str(root / "mxnet_home"))
-        patch.setattr(data, "DEBIAN_DATA_ROOT", root / "debian")
+        patch.setattr(datafolders, "DEBIAN_DATA_ROOT", root / "debian")
         yield root
 
 

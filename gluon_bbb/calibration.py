@@ -1,0 +1,184 @@
+"""Scores of predictive uncertainty against the truth: ranking the most uncertain inputs,
+calibration (reliability diagrams and the expected calibration error, Guo et al. 2017),
+out-of-distribution detection (AUROC) and refusing to classify.
+
+Every function takes plain arrays, e.g. :class:`gluon_bbb.uncertainty.Prediction`'s
+``mean_probs`` and ``entropy``, so that a Bayes-by-Backprop network and an ordinary one are
+scored by the same code. All are re-exported by :mod:`gluon_bbb.uncertainty`.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._checks import check_finite_1d, check_int
+
+__all__ = ["ReliabilityDiagram", "RefusalCurve", "most_uncertain", "reliability_diagram",
+           "expected_calibration_error", "auroc", "refuse_to_classify"]
+
+
+def most_uncertain(scores, num=16):
+    """Indices of the ``num`` highest uncertainty scores, highest first (ties: lower index first).
+
+    Parameters
+    ----------
+    scores : array_like, (N,), e.g. ``prediction.entropy`` or ``prediction.mutual_information``
+    num : int, >= 1; at most N indices are returned
+
+    Returns
+    -------
+    numpy.ndarray of int, (min(num, N),)
+    """
+    scores = check_finite_1d("scores", scores)
+    check_int("num", num)
+    return np.argsort(-scores, kind="stable")[:num]
+
+
+@dataclass
+class ReliabilityDiagram:
+    """Calibration of the predicted class's probability in equal-width confidence bins.
+
+    Bin b holds the examples whose confidence lies in (edges[b], edges[b + 1]]
+    (the first bin also holds confidence 0).
+
+    Attributes
+    ----------
+    bin_edges : (B + 1,) from 0 to 1
+    counts : (B,) examples per bin
+    confidence : (B,) mean confidence per bin, NaN for empty bins
+    accuracy : (B,) fraction correct per bin, NaN for empty bins
+    ece : float
+        Expected calibration error, sum_b (counts_b / N) |accuracy_b - confidence_b|.
+    """
+
+    bin_edges: np.ndarray
+    counts: np.ndarray
+    confidence: np.ndarray
+    accuracy: np.ndarray
+    ece: float
+
+
+def reliability_diagram(probs, labels, num_bins=15):
+    """Reliability diagram data (Guo et al. 2017) of predicted class probabilities.
+
+    Parameters
+    ----------
+    probs : array_like, (N, C) predictive probabilities (e.g. ``prediction.mean_probs``)
+    labels : array_like of int, (N,)
+    num_bins : int, >= 1
+
+    Returns
+    -------
+    ReliabilityDiagram
+    """
+    probs = np.asarray(probs, dtype=np.float64)
+    labels = _check_class_labels(probs, labels)
+    check_int("num_bins", num_bins)
+    confidence = probs.max(axis=-1)
+    correct = (probs.argmax(axis=-1) == labels).astype(np.float64)
+    edges = np.linspace(0.0, 1.0, num_bins + 1)
+    bins = np.clip(np.searchsorted(edges, confidence, side="left") - 1, 0, num_bins - 1)
+    counts = np.bincount(bins, minlength=num_bins)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_confidence = np.bincount(bins, confidence, minlength=num_bins) / counts
+        accuracy = np.bincount(bins, correct, minlength=num_bins) / counts
+    gaps = np.where(counts > 0, np.abs(accuracy - mean_confidence), 0.0)
+    ece = float(np.sum(counts * gaps) / len(labels))
+    return ReliabilityDiagram(edges, counts, mean_confidence, accuracy, ece)
+
+
+def expected_calibration_error(probs, labels, num_bins=15):
+    """ECE = sum_b (n_b / N) |accuracy_b - confidence_b| over equal-width confidence bins.
+
+    See :func:`reliability_diagram` for the parameters and the binning.
+
+    Returns
+    -------
+    float, in [0, 1]
+    """
+    return reliability_diagram(probs, labels, num_bins).ece
+
+
+def auroc(scores_in, scores_out):
+    """Area under the ROC curve for telling out-of-distribution from in-distribution inputs.
+
+    The probability that a random out-of-distribution example scores higher than a random
+    in-distribution one, ties counting 1/2 (the Mann-Whitney U statistic over n_in * n_out),
+    computed from average ranks. Use an uncertainty score, e.g. the predictive entropy:
+    1 is perfect detection, 0.5 chance.
+
+    Parameters
+    ----------
+    scores_in : array_like, (n_in,)
+    scores_out : array_like, (n_out,)
+
+    Returns
+    -------
+    float, in [0, 1]
+    """
+    scores_in = check_finite_1d("scores_in", scores_in)
+    scores_out = check_finite_1d("scores_out", scores_out)
+    scores = np.concatenate([scores_in, scores_out])
+    _, inverse, counts = np.unique(scores, return_inverse=True, return_counts=True)
+    below = np.cumsum(counts) - counts  # number of smaller scores for each distinct value
+    average_rank = below + (counts + 1) / 2.0  # 1-based rank, ties share their mean rank
+    rank_sum_out = average_rank[inverse[len(scores_in):]].sum()
+    n_in, n_out = len(scores_in), len(scores_out)
+    u_statistic = rank_sum_out - n_out * (n_out + 1) / 2.0
+    return float(u_statistic / (n_in * n_out))
+
+
+@dataclass
+class RefusalCurve:
+    """Coverage and error when the network may refuse examples it is unsure about.
+
+    Attributes
+    ----------
+    thresholds : (T,) an example is classified iff its confidence >= threshold
+    coverage : (T,) fraction of examples classified
+    error : (T,) error rate among the classified examples, NaN where none is
+    """
+
+    thresholds: np.ndarray
+    coverage: np.ndarray
+    error: np.ndarray
+
+
+def refuse_to_classify(probs, labels, thresholds):
+    """Classify only examples whose predicted-class probability reaches a threshold.
+
+    Parameters
+    ----------
+    probs : array_like, (N, C) predictive probabilities
+    labels : array_like of int, (N,)
+    thresholds : array_like, (T,) confidence thresholds in [0, 1]
+
+    Returns
+    -------
+    RefusalCurve
+    """
+    probs = np.asarray(probs, dtype=np.float64)
+    labels = _check_class_labels(probs, labels)
+    thresholds = check_finite_1d("thresholds", thresholds)
+    outside = (thresholds < 0) | (thresholds > 1)
+    if np.any(outside):
+        raise ValueError(f"thresholds must lie in [0, 1], got {thresholds[outside][:5].tolist()}")
+    confidence = probs.max(axis=-1)
+    wrong = probs.argmax(axis=-1) != labels
+    kept = confidence[None, :] >= thresholds[:, None]  # (T, N)
+    num_kept = kept.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        error = (kept & wrong[None, :]).sum(axis=1) / num_kept
+    return RefusalCurve(thresholds, num_kept / len(labels), np.where(num_kept > 0, error, np.nan))
+
+
+def _check_class_labels(probs, labels):
+    if probs.ndim != 2:
+        raise ValueError(f"probs must have shape (N, C), got shape {probs.shape}")
+    if labels is None:
+        raise ValueError("this needs labels, but the data had none; pass labels=...")
+    labels = np.asarray(labels)
+    if labels.shape != (probs.shape[0],):
+        raise ValueError(f"{probs.shape[0]} predictions but labels of shape {labels.shape}")
+    if np.any((labels < 0) | (labels >= probs.shape[1]) | (labels != np.round(labels))):
+        raise ValueError(f"labels must be class indices in [0, {probs.shape[1]})")
+    return labels.astype(np.int64)
