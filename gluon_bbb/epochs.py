@@ -4,10 +4,10 @@ schedule's check and the readable log line."""
 import math
 import warnings
 
-from mxnet import gluon
+from mxnet import gluon, nd
 
-__all__ = ["NonFiniteLossError", "StepStatistics", "finish_epoch_checks", "checked_learning_rate",
-           "epoch_line"]
+__all__ = ["NonFiniteLossError", "StepStatistics", "EpochTotals", "finish_epoch_checks",
+           "checked_learning_rate", "epoch_line"]
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -36,6 +36,52 @@ class StepStatistics(gluon.HybridBlock):
         else:
             mistakes = bad_labels = F.zeros_like(finite)
         return values, F.concat(mistakes, 1 - finite, bad_labels, dim=0)
+
+
+class EpochTotals:
+    """One epoch of :meth:`BBBTrainer.fit`: its statistics summed on the device step by step
+    (:class:`StepStatistics`), read once at the end as the epoch's history record.
+
+    Parameters
+    ----------
+    classification : bool
+        The likelihood is a softmax: count the training mistakes and check the labels.
+    num_outputs : int or None
+        The network's outputs (classification).
+    ctx : mx.Context
+    dtype : str, the posterior's
+    """
+
+    def __init__(self, classification, num_outputs, ctx, dtype):
+        self.classification, self.num_outputs = classification, num_outputs
+        self.statistics = StepStatistics(classification, num_outputs)
+        self.statistics.hybridize()
+        self.sums = nd.zeros((3,), ctx=ctx, dtype=dtype)  # cost, nll, weighted complexity
+        self.counts = nd.zeros((3,), ctx=ctx, dtype=dtype)  # mistakes, skipped steps, bad labels
+        self.num_steps = self.num_examples = 0
+
+    def add(self, label, kl_weight, cost, nll, complexity, pred, finite):
+        """Add one step: its labels (batch_size,), its (1,) weight pi_i and what
+        :meth:`BBBTrainer.step` returned. No host sync."""
+        predictions = (pred, label) if self.classification else ()
+        sums, counts = self.statistics(cost, nll, complexity, kl_weight, finite, *predictions)
+        self.sums += sums
+        self.counts += counts
+        self.num_steps += 1
+        self.num_examples += label.shape[0]
+
+    def record(self, epoch, seconds):
+        """The history record of epoch ``epoch`` (from 1) after :func:`finish_epoch_checks`:
+        'epoch', 'loss', 'nll', 'complexity', 'skipped_steps', 'seconds' and, for
+        classification, 'train_error'. The epoch's one host sync."""
+        totals = nd.concat(self.sums, self.counts, dim=0).asnumpy()
+        finish_epoch_checks(totals, self.num_steps, epoch, self.num_outputs)
+        record = {"epoch": epoch, "loss": float(totals[0]), "nll": float(totals[1]),
+                  "complexity": float(totals[2]), "skipped_steps": int(totals[4]),
+                  "seconds": seconds}
+        if self.classification:
+            record["train_error"] = float(totals[3]) / self.num_examples
+        return record
 
 
 def epoch_line(record, num_epochs, eval_label="test"):
@@ -99,4 +145,4 @@ def finish_epoch_checks(totals, num_steps, epoch, num_outputs):
     if skipped:
         warnings.warn(
             f"{skipped} of {num_steps} steps in epoch {epoch} had a non-finite cost; "
-            "their gradients were discarded", RuntimeWarning, stacklevel=3)
+            "their gradients were discarded", RuntimeWarning, stacklevel=4)

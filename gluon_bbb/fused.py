@@ -40,8 +40,8 @@ from mxnet import nd
 
 from .priors import GaussianPrior, ScaleMixturePrior
 
-__all__ = ["FusedStatus", "FusedAdam", "fused_status", "load_fused_op", "variational_sample",
-           "finite_guard", "normal_sample", "OP_NAME", "NORMAL_OP_NAME", "OPERATORS", "ENV_SWITCH"]
+__all__ = ["FusedStatus", "FusedAdam", "FiniteGuard", "fused_status", "fused_path",
+           "load_fused_op", "variational_sample", "finite_guard", "normal_sample", "OP_NAME", "NORMAL_OP_NAME", "OPERATORS", "ENV_SWITCH"]
 
 logger = logging.getLogger(__name__)
 
@@ -257,6 +257,82 @@ def finite_guard(cost, grads):
     """
     load_fused_op()
     return nd.gluon_bbb_finite_guard(cost, *grads, num_tensors=len(grads))
+
+
+class FiniteGuard:
+    """A step's non-finite check, on either path: zero every gradient of ``params`` in place, on
+    the device and without a host sync, if the cost or any gradient is not finite.
+
+    A NaN in the input can leave the cost finite (a ReLU maps it to 0) and still poison the
+    gradients, so the check covers the cost and every gradient; mu and rho therefore never
+    receive NaN or inf. The fused operator (:func:`finite_guard`) does it in one pass; the
+    pure-MXNet path reduces each gradient with a BLAS dot product (NaN and inf propagate;
+    0.03 ms per million values, against 17 ms for ``multi_all_finite`` in this wheel).
+
+    Parameters
+    ----------
+    params : list of gluon Parameters
+    fused : bool
+        Use the fused operator.
+    ctx : mx.Context
+    """
+
+    def __init__(self, params, fused, ctx):
+        self.params, self.fused = list(params), fused
+        if not fused:
+            self.zeros = [nd.zeros(p.shape, ctx=ctx, dtype=p.dtype) for p in self.params]
+            self.ones = [nd.ones((int(np.prod(p.shape)),), ctx=ctx, dtype=p.dtype)
+                         for p in self.params]
+
+    def __call__(self, cost):
+        """Returns the (1,) finite flag, 1 or 0 (and then every gradient is zero)."""
+        grads = [param.grad() for param in self.params]
+        if self.fused:
+            return finite_guard(cost, grads)
+        reductions = [nd.dot(g.reshape((-1,)), ones) for g, ones in zip(grads, self.ones)]
+        finite = nd.contrib.isfinite(cost + 0 * nd.add_n(*reductions))
+        for grad, zeros in zip(grads, self.zeros):
+            nd.where(nd.broadcast_to(finite, shape=(grad.shape[0],)), grad, zeros, out=grad)
+        return finite
+
+
+def fused_path(ctx, dtype, params, requested=None):
+    """Whether a trainer's steps can use the fused operator, and why not; logs the reason
+    when falling back.
+
+    Parameters
+    ----------
+    ctx : mx.Context
+    dtype : str, the posterior's
+    params : list of gluon Parameters, mu and rho
+    requested : bool or None
+        None: use it when it is available. False: never. True: require it.
+
+    Returns
+    -------
+    (bool, str): (True, '') or (False, the reason).
+
+    Raises
+    ------
+    RuntimeError
+        ``requested`` is True and the operator cannot be used.
+    """
+    if requested is False:
+        return False, "fused=False was requested"
+    if ctx.device_type != "cpu":
+        reason = f"the fused operator runs on the CPU only, the context is {ctx}"
+    elif dtype not in ("float32", "float64"):
+        reason = f"the fused operator supports float32 and float64, not {dtype}"
+    elif any(p.grad_req == "add" for p in params):
+        reason = "the fused operator cannot accumulate gradients (grad_req='add')"
+    else:
+        reason = fused_status().reason
+    if not reason:
+        return True, ""
+    if requested:
+        raise RuntimeError(f"fused=True, but {reason}")
+    logger.warning("gluon_bbb: using the pure-MXNet path: %s", reason)
+    return False, reason
 
 
 def normal_sample(mean, std=None, variance=None):

@@ -23,9 +23,8 @@ from tqdm import tqdm
 from ._checks import check_int, check_positive
 from . import persistence, predictive
 from .context import resolve_context
-from .epochs import (NonFiniteLossError, StepStatistics, checked_learning_rate, epoch_line,
-                     finish_epoch_checks)
-from .fused import FusedAdam, finite_guard, fused_status, variational_sample
+from .epochs import EpochTotals, NonFiniteLossError, checked_learning_rate, epoch_line
+from .fused import FiniteGuard, FusedAdam, fused_path, variational_sample
 from .loss import BBBLoss
 from .posterior import GaussianNoise, VariationalPosterior, assign_arrays
 from .predictive import SAMPLING_METHODS
@@ -159,7 +158,8 @@ class BBBTrainer:
             if isinstance(self.net, gluon.HybridBlock):
                 self.net.hybridize()
         self.variational_params = list(self.posterior.collect_params().values())
-        self.fused, self.fused_reason = self._choose_fused_path()
+        self.fused, self.fused_reason = fused_path(self.ctx, self.posterior.dtype,
+                                                   self.variational_params, self.fused_request)
         optimizer = self.optimizer
         if self.fused and isinstance(optimizer, str) and optimizer.lower() == "adam":
             optimizer = FusedAdam(**self.optimizer_params)  # same rule, one pass over all tensors
@@ -172,30 +172,8 @@ class BBBTrainer:
         generator = "numpy" if self.ctx.device_type == "cpu" else "mxnet"
         self.noise = GaussianNoise(self.posterior.shapes, self.ctx, dtype=self.posterior.dtype,
                                    seed=self.seed, generator=generator)
-        if not self.fused:  # constants of the pure-MXNet non-finite check
-            self._zeros = [nd.zeros(p.shape, ctx=self.ctx, dtype=p.dtype) for p in self.variational_params]
-            self._ones = [nd.ones((int(np.prod(p.shape)),), ctx=self.ctx, dtype=p.dtype)
-                          for p in self.variational_params]
+        self.finite_guard = FiniteGuard(self.variational_params, self.fused, self.ctx)
         self.set_mean()
-
-    def _choose_fused_path(self):
-        """(use_fused, reason_if_not); logs the reason when falling back."""
-        if self.fused_request is False:
-            return False, "fused=False was requested"
-        if self.ctx.device_type != "cpu":
-            reason = f"the fused operator runs on the CPU only, the context is {self.ctx}"
-        elif self.posterior.dtype not in ("float32", "float64"):
-            reason = f"the fused operator supports float32 and float64, not {self.posterior.dtype}"
-        elif any(p.grad_req == "add" for p in self.variational_params):
-            reason = "the fused operator cannot accumulate gradients (grad_req='add')"
-        else:
-            reason = fused_status().reason
-        if not reason:
-            return True, ""
-        if self.fused_request:
-            raise RuntimeError(f"fused=True, but {reason}")
-        logger.warning("gluon_bbb: using the pure-MXNet path: %s", reason)
-        return False, reason
 
     def _sample(self):
         """Steps 1-2 for every weight tensor: eps ~ N(0, I), w = mu + softplus(rho) * eps.
@@ -280,28 +258,9 @@ class BBBTrainer:
                 complexities.append(complexity)
             cost = _mean(costs)
         cost.backward()                                                # 6. d cost / d(mu, rho)
-        finite = self._discard_non_finite_gradients(cost)
+        finite = self.finite_guard(cost)                               # NaN/inf: no update
         self.trainer.step(1)                                           # 7. update mu and rho
         return cost, _mean(nlls), _mean(complexities), pred, finite
-
-    def _discard_non_finite_gradients(self, cost):
-        """Zero the gradients, on the device and without a host sync, if any is not finite.
-
-        A NaN in the input can leave the cost finite (a ReLU maps it to 0) and still poison
-        the gradients, so the check covers the cost and every gradient: each gradient is
-        reduced with a BLAS dot product (NaN and inf propagate; 0.03 ms per million values,
-        against 17 ms for ``multi_all_finite`` in this wheel). mu and rho therefore never
-        receive NaN or inf. Returns the (1,) finite flag, 1 or 0.
-        """
-        grads = [param.grad() for param in self.variational_params]
-        if self.fused:
-            return finite_guard(cost, grads)  # the same check and zeroing, in one pass
-        reductions = [nd.dot(g.reshape((-1,)), ones) for g, ones in zip(grads, self._ones)]
-        finite = nd.contrib.isfinite(cost + 0 * nd.add_n(*reductions))
-        for grad, zeros in zip(grads, self._zeros):
-            condition = nd.broadcast_to(finite, shape=(grad.shape[0],))
-            nd.where(condition, grad, zeros, out=grad)
-        return finite
 
     def fit(self, train_data, num_epochs, eval_data=None, checkpoint_path=None, progress=True,
             epoch_callback=None, learning_rate_schedule=None, eval_label="test"):
@@ -355,35 +314,15 @@ class BBBTrainer:
             noise_seed = epoch_seed(self.seed, epoch)
             mx.random.seed(noise_seed, ctx=self.ctx)
             self.noise.reseed(noise_seed)
-            sums = nd.zeros((3,), ctx=self.ctx, dtype=dtype)  # cost, nll, weighted complexity
-            counts = nd.zeros((3,), ctx=self.ctx, dtype=dtype)  # mistakes, skipped steps, bad labels
-            statistics = StepStatistics(self.loss.likelihood == "softmax", self.num_outputs)
-            statistics.hybridize()
-            num_examples = 0
+            totals = EpochTotals(self.loss.likelihood == "softmax", self.num_outputs, self.ctx, dtype)
             batches = tqdm(train_data, total=num_batches, disable=not progress, leave=False,
                            desc=f"epoch {epoch + 1}/{num_epochs}")
             for i, (data, label) in enumerate(batches):
                 data = data.as_in_context(self.ctx).astype(dtype, copy=False)
                 label = label.as_in_context(self.ctx).astype(dtype, copy=False)
                 pi = pis[min(i, num_batches - 1):min(i, num_batches - 1) + 1]
-                cost, nll, complexity, pred, finite = self.step(data, label, pi)
-                predictions = (pred, label) if self.loss.likelihood == "softmax" else ()
-                step_sums, step_counts = statistics(cost, nll, complexity, pi, finite, *predictions)
-                sums += step_sums
-                counts += step_counts
-                num_examples += data.shape[0]
-            totals = nd.concat(sums, counts, dim=0).asnumpy()  # the epoch's one host sync
-            finish_epoch_checks(totals, i + 1, self.epoch + 1, self.num_outputs)
-            record = {
-                "epoch": epoch + 1,
-                "loss": float(totals[0]),
-                "nll": float(totals[1]),
-                "complexity": float(totals[2]),
-                "skipped_steps": int(totals[4]),
-                "seconds": time.time() - start,
-            }
-            if self.loss.likelihood == "softmax":
-                record["train_error"] = float(totals[3]) / num_examples
+                totals.add(label, pi, *self.step(data, label, pi))
+            record = totals.record(epoch + 1, time.time() - start)  # the epoch's one host sync
             self.set_mean()
             if eval_data is not None and self.loss.likelihood == "softmax":
                 record["test_error"] = self.evaluate(eval_data)

@@ -11,8 +11,11 @@ p(y | x) = E_q(w)[p(y | x, w)], estimated by Monte Carlo over S weight samples w
 :func:`mc_predict` computes these for a :class:`~gluon_bbb.BBBTrainer`, and
 :func:`deterministic_predict` the same quantities for an ordinary network (one "sample",
 so its mutual information is 0), so that a plain MLP baseline (e.g. trained by
-:func:`gluon_bbb.baselines.train_deterministic`) can be compared with every function
-below. Entropies are in nats.
+:func:`gluon_bbb.baselines.train_deterministic`) can be compared with it. Entropies are in
+nats. Scoring the predictions against the truth (reliability diagrams, ECE, AUROC, refusal) is
+:mod:`gluon_bbb.calibration`, and their figures are in :mod:`gluon_bbb.plots`; both are
+re-exported here, so ``uncertainty.expected_calibration_error`` and
+``uncertainty.plot_reliability_diagrams`` keep working.
 """
 from dataclasses import dataclass
 

@@ -10,12 +10,14 @@ reported numbers are the test errors of the best epoch on validation: the 10,000
 are used by the final report only, with the posterior mean and with a Monte Carlo average of
 ``mc_samples`` sampled networks.
 
+The same protocol trains configurations of the user's own (:func:`~.configs.custom_config`,
+what ``gluon-bbb train`` runs) and every trial of the search, so there is one run-folder format.
 A run folder (default ``results/<name>``) holds:
 
 ``config.json``
-    The configuration's hyperparameters. For a Bayes-by-Backprop configuration it also holds
-    every key of a ``gluon-bbb train`` configuration, so ``gluon-bbb evaluate``, ``prune``
-    (the paper's Table 2) and ``plot`` work on the folder; they use the best epoch.
+    The configuration's name (``"reproduce"``: a key of :data:`CONFIGS`, or ``"custom"``) and
+    its hyperparameters. ``gluon-bbb evaluate``, ``prune`` (the paper's Table 2), ``plot``,
+    ``uncertainty`` and ``reproduce-report`` read any run folder; they use the best epoch.
 ``checkpoint.bbb`` / ``best.bbb`` (Bayes by Backprop)
     The last completed epoch and the best epoch on validation, :meth:`BBBTrainer.save` files.
 ``checkpoint.ckpt`` / ``best.params`` (baselines)
