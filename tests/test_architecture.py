@@ -74,3 +74,31 @@ def test_the_checks_find_what_they_look_for(tmp_path):
     nested = package / "sub" / "planted.py"
     nested.write_text("from .. import __version__, trainer\n", encoding="utf-8")
     assert [name for _, name in _upward_imports(nested)] == ["__version__"]
+
+
+def _layout_table():
+    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
+    table = readme.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+    return [line for line in table.splitlines() if line.startswith("| `")]
+
+
+def test_the_readme_layout_table_names_every_module():
+    rows = _layout_table()
+    missing = []
+    for path in _modules():
+        if path.name in ("__init__.py", "__main__.py"):
+            continue
+        package = path.parent.relative_to(PACKAGE.parent).as_posix()  # gluon_bbb[/cli]
+        if package == "gluon_bbb":
+            named = any(f"{path.name}`" in row for row in rows)
+        else:  # a subpackage's row names its modules as `stem`
+            named = any(f"`{package}/`" in row and f"`{path.stem}`" in row for row in rows)
+        if not named:
+            missing.append(path.relative_to(PACKAGE.parent).as_posix())
+    assert not missing, f"README's layout table does not name {missing}"
+
+
+def test_no_python_module_is_much_over_500_lines():
+    long = {path.relative_to(PACKAGE).as_posix(): n for path in _modules()
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > 520}
+    assert not long, f"modules over ~500 lines (split them by job): {long}"
