@@ -15,12 +15,14 @@ Examples::
     gluon-bbb uncertainty results/bbb-mixture-400 results/sgd-400 --output-dir docs/uncertainty
     gluon-bbb bandit --steps 2000 --output-dir results/bandit     # the mushroom bandit
 
-A run folder holds ``config.json`` (the options), ``checkpoint.bbb`` (written after every
-epoch), ``train.log`` and, when training is finished, ``metrics.json``. ``prune`` adds
-``pruning.json`` and ``pruning.md`` (the paper's Table 2), ``plot`` the PNG figures.
-``reproduce`` run folders are described in :mod:`gluon_bbb.experiments.protocol`; ``evaluate``, ``prune``,
-``plot`` and ``uncertainty`` use their best epoch on validation. ``uncertainty`` writes
-``uncertainty.json`` and ``uncertainty.md`` (:mod:`gluon_bbb.experiments.uncertainty_eval`), ``bandit`` the
+``train`` (hyperparameters of your own), ``reproduce`` (one of the paper's configurations) and
+each ``search`` trial write one run-folder format, described in
+:mod:`gluon_bbb.experiments.protocol`: ``config.json``, ``checkpoint.bbb`` (every epoch),
+``best.bbb`` (the best epoch on validation), ``sessions.json``, ``train.log`` and
+``result.json``. ``evaluate``, ``prune``, ``plot``, ``uncertainty`` and ``reproduce-report``
+read any of them and use the best epoch. ``prune`` adds ``pruning.json`` and ``pruning.md``
+(the paper's Table 2), ``plot`` the PNG figures, ``uncertainty`` ``uncertainty.json`` and
+``uncertainty.md`` (:mod:`gluon_bbb.experiments.uncertainty_eval`); ``bandit`` writes the
 folder described in :mod:`gluon_bbb.experiments.bandit_run`.
 
 Each command group is one module of this package, owning its parser and its command:
