@@ -15,7 +15,7 @@ setup(
     packages=find_packages(include=["gluon_bbb", "gluon_bbb.*"]),
     # The fused operator's C++ source; it is compiled on first use, never shipped built.
     package_data={"gluon_bbb": ["_ext/*.cc"]},
-    python_requires=">=3.7",
+    python_requires=">=3.9",  # Optuna 5; tested on 3.11
     install_requires=[
         "mxnet==1.9.1",
         # mxnet 1.9.1 uses np.bool, which numpy 1.24 removed.
@@ -23,9 +23,14 @@ setup(
         "matplotlib>=3.3",
         "seaborn>=0.11",
         "tqdm>=4.40",
+        # the search: a study in SQLite by default (heartbeat and retry APIs of Optuna 5)
+        "optuna>=5.0,<6",
     ],
     extras_require={
-        "test": ["pytest>=7", "nbclient>=0.7", "nbformat>=5", "ipykernel>=6"],
+        # a search study on a PostgreSQL server (--storage postgresql://...)
+        "postgresql": ["psycopg[binary]>=3.1"],
+        "test": ["pytest>=7", "nbclient>=0.7", "nbformat>=5", "ipykernel>=6",
+                 "psycopg[binary]>=3.1"],
     },
     entry_points={"console_scripts": ["gluon-bbb=gluon_bbb.cli:main"]},
 )

@@ -12,6 +12,7 @@ Drawing weight samples for :func:`weight_densities` is done by
 Densities of millions of weights are histograms drawn as lines (``np.histogram``, linear in
 the number of weights), not kernel density estimates.
 """
+import io
 import math
 import numbers
 
@@ -20,9 +21,11 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from ._checks import check_finite_1d, check_int, check_mapping
+from .checkpoint import atomic_write_bytes
 
 __all__ = [
     "axes_for",
+    "save_png",
     "image_grid",
     "training_curves",
     "weight_densities",
@@ -74,6 +77,13 @@ def axes_for(ax=None, count=1, figsize=None, sharey=False):
         raise ValueError(f"this plot draws {count} panels: ax must be a sequence of {count} "
                          f"Axes, got {ax!r:.60}")
     return list(ax)
+
+
+def save_png(figure, path, dpi=120):
+    """Write ``figure`` as a PNG to ``path`` atomically (a reader never sees half a file)."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=dpi)
+    atomic_write_bytes(path, buffer.getvalue())
 
 
 def _colors(count):

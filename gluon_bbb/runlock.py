@@ -9,6 +9,7 @@ lock is re-entrant (the command line holds it around ``reproduce.run``, which ta
 ``prune``, ``plot``, ...) take no lock: checkpoints are replaced atomically. The writer that
 takes the lock removes the temporary files a killed writer may have left half-written.
 """
+import contextlib
 import errno
 import fcntl
 import logging
@@ -16,7 +17,7 @@ import os
 
 from .checkpoint import remove_stale_temporary_files
 
-__all__ = ["LOCK_FILE", "RunFolderBusyError", "RunFolderLock"]
+__all__ = ["LOCK_FILE", "RunFolderBusyError", "RunFolderLock", "waiting_lock"]
 
 logger = logging.getLogger(__name__)
 
@@ -94,3 +95,17 @@ def _read_pid(descriptor):
     except (OSError, UnicodeDecodeError):
         return None
     return int(text) if text.isdigit() else None
+
+
+@contextlib.contextmanager
+def waiting_lock(path):
+    """``with waiting_lock(path):`` -- hold an exclusive ``fcntl.flock`` on the file ``path``
+    (created if needed), waiting for it: the processes of one machine take turns (the search's
+    workers ask their study for trials one at a time). Released when the block ends or the
+    process dies."""
+    descriptor = os.open(os.fspath(path), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)  # closing releases the lock

@@ -1,4 +1,5 @@
 """Figures (gluon_bbb.plots) with the Agg backend: axes, lines, labels and the plotted values."""
+import os
 import io
 
 import matplotlib
@@ -177,7 +178,7 @@ def test_every_plot_function_takes_ax_and_returns_the_figure_it_drew_on():
     from gluon_bbb import bandit, regression, uncertainty
     from gluon_bbb.experiments import uncertainty_eval
     functions = [getattr(plots, name) for name in plots.__all__
-                 if name not in ("axes_for", "image_grid", "METHOD_LABELS")
+                 if name not in ("axes_for", "save_png", "image_grid", "METHOD_LABELS")
                  and callable(getattr(plots, name))]
     functions += [getattr(module, name) for module in (uncertainty, bandit, regression)
                   for name in module.__all__ if name.startswith("plot_")]
@@ -201,3 +202,10 @@ def test_axes_for_checks_what_it_is_given():
         plots.axes_for(one, 2)
     with pytest.raises(ValueError, match="one matplotlib Axes"):
         plots.axes_for([one])
+
+
+def test_save_png_writes_the_figure_atomically(tmp_path):
+    figure = plots.training_curves([{"epoch": 1, "loss": 2.0, "test_error": 0.5}])
+    path = tmp_path / "curves.png"
+    plots.save_png(figure, path)
+    assert path.read_bytes().startswith(b"\x89PNG") and os.listdir(tmp_path) == ["curves.png"]

@@ -257,27 +257,6 @@ def test_deterministic_baseline_resumes(tmp_path, capsys):
     assert "Traceback" not in error
 
 
-@needs_mnist
-def test_search_records_one_row_per_setting(tmp_path, capsys):
-    out = tmp_path / "search"
-    assert main(["search", "--epochs", "1", "--output-dir", str(out), "--hidden", "8",
-                 "--subset", "256", "--no-progress",
-                 "--settings", "lr=1e-3", "lr=1e-4,num_samples=2,pi=0.25"]) == 0
-    saved = _json(out / "search.json")
-    assert saved["base"] == "bbb-mixture-400"
-    rows = saved["rows"]
-    assert len(rows) == 2
-    assert {(r["lr"], r["num_samples"], r["pi"]) for r in rows} == {(1e-3, 1, 0.5),
-                                                                   (1e-4, 2, 0.25)}
-    assert all(r["epochs"] == 1 and r["best_epoch"] == 1 for r in rows)
-    assert rows[0]["validation_error"] <= rows[1]["validation_error"]  # best first
-    assert not any((out / r["trial"] / "result.json").exists() for r in rows)  # no test set
-    table = (out / "search.md").read_text()
-    assert table in capsys.readouterr().out
-    assert [line.split(" | ")[0] for line in table.splitlines() if line[:3] in ("| 1", "| 2")] == [
-        "| 1", "| 2"]
-
-
 def test_search_dry_run_lists_a_seeded_sample(capsys):
     assert main(["search", "--epochs", "1", "--max-trials", "4", "--search-seed", "1",
                  "--dry-run"]) == 0
@@ -300,7 +279,8 @@ def test_reproduce_list(capsys):
     (["reproduce", "sgd-400", "--epochs", "1", "--ctx", "gpu(3)"], "gpu(3) is not available"),
     (["reproduce-report", "/nonexistent/run"], "config.json not found"),
     (["search", "--epochs", "1", "--base", "sgd-400"], "Bayes-by-Backprop configuration"),
-    (["search", "--epochs", "1", "--settings", "lr"], "bad setting 'lr'"),
+    (["search", "--epochs", "1", "--sampler", "tpe"], "the tpe sampler needs a number of trials"),
+    (["search", "--epochs", "1", "--storage", "bogus://x"], "cannot open the study storage"),
 ])
 def test_user_errors_exit_2_with_one_line(args, message, tmp_path, capsys):
     if args[0] in ("reproduce", "search") and len(args) > 1:

@@ -77,16 +77,21 @@ def test_writing_commands_exit_2_on_a_folder_another_process_writes(held, comman
 
 
 def test_search_trials_take_the_lock(tmp_path, fake_mnist):
-    trial = tmp_path / "search" / "lr0.001_samples1_pi0.5_logsigma1-0_logsigma2-6"
+    """A trial whose run folder another process writes fails (naming the folder and the pid)
+    and the search goes on; the folder is left as the other writer has it."""
+    trial = tmp_path / "search" / "trials" / "lr0.001_samples1_pi0.5_logsigma1-0_logsigma2-6"
     with RunFolderLock(trial):  # this process writes the trial's folder
         probe = subprocess.run(
-            [sys.executable, "-m", "gluon_bbb", "search", "--epochs", "1", "--settings",
-             "lr=1e-3", "--hidden", "8", "--subset", "64", "--data-dir", str(fake_mnist),
+            [sys.executable, "-m", "gluon_bbb", "search", "--epochs", "1", "--lr", "1e-3",
+             "--num-samples", "1", "--pi", "0.5", "--log-sigma1", "0", "--log-sigma2", "6",
+             "--hidden", "8", "--subset", "64", "--data-dir", str(fake_mnist),
              "--output-dir", str(tmp_path / "search"), "--no-progress"],
             capture_output=True, text=True)
-    assert probe.returncode == 2, probe.stderr
+    assert probe.returncode == 0, probe.stderr
+    assert "1 trials (1 fail)" in probe.stdout
     assert f"{trial} is being written by another process (pid {os.getpid()})" in probe.stderr
     assert "Traceback" not in probe.stderr
+    assert sorted(os.listdir(trial)) == [LOCK_FILE]
 
 
 # ---------------------------------------------------------------------------- GPUs

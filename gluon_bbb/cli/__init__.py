@@ -35,7 +35,7 @@ import sys
 
 from ..trainer import NonFiniteLossError
 from ..version import __version__
-from . import bandit, reproduce, runs, train, uncertainty
+from . import bandit, reproduce, runs, search, train, uncertainty
 from .common import PROG
 
 __all__ = ["build_parser", "main"]
@@ -48,7 +48,7 @@ def build_parser():
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
 
-    for module in (train, runs, reproduce, uncertainty, bandit):
+    for module in (train, runs, reproduce, search, uncertainty, bandit):
         module.add_parsers(commands)
     return parser
 

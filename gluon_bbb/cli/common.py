@@ -1,20 +1,18 @@
 """What the command modules share: option types and groups, file names, one-line results, the
 logging of a command to its run folder and the training of a configuration into one."""
 import argparse
-import io
 import logging
 import math
 import os
 import sys
 
 from .. import data
-from ..checkpoint import atomic_write_bytes
 from ..experiments import configs, protocol, runfolder
 from ..runlock import RunFolderLock
 
 __all__ = ["PROG", "PRUNING_JSON", "PRUNING_MD", "FIGURES", "MC_SAMPLES", "number", "fraction",
-           "add_overrides", "add_trust", "add_common", "result_line", "errors_line",
-           "save_figure", "log_to", "train_into"]
+           "add_overrides", "overrides_of", "add_trust", "add_common", "result_line", "errors_line",
+           "log_to", "train_into"]
 
 logger = logging.getLogger("gluon_bbb.cli")
 
@@ -77,6 +75,15 @@ def add_overrides(parser):
                              + ", ".join(configs.SEARCH_KEYS + configs.EXTRA_KEYS))
 
 
+def overrides_of(args):
+    """The configuration overrides of :func:`add_overrides`' options."""
+    overrides = {key: getattr(args, key) for key in ("hidden", "subset", "seed")
+                 if getattr(args, key) is not None}
+    for text in args.assignments or ():
+        overrides.update(configs.parse_setting(text, configs.SEARCH_KEYS + configs.EXTRA_KEYS))
+    return overrides
+
+
 def add_trust(parser):
     parser.add_argument(
         "--trust-pickled-state", action="store_true",
@@ -122,12 +129,6 @@ def train_into(config, epochs, out, args):
           f"error {100 * result['validation_error']:.2f}%")
     print(errors_line(result))
     return result
-
-
-def save_figure(figure, path):
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=120)
-    atomic_write_bytes(path, buffer.getvalue())
 
 
 class log_to:  # noqa: N801 -- used like a function: ``with log_to(path):``

@@ -1,4 +1,4 @@
-"""``gluon-bbb reproduce``, ``reproduce-report`` and ``search``: the paper's protocol
+"""``gluon-bbb reproduce`` and ``reproduce-report``: the paper's protocol
 (:mod:`gluon_bbb.experiments`) on the command line."""
 import argparse
 import logging
@@ -6,17 +6,16 @@ import os
 
 from ..context import resolve_context
 from ..experiments import configs, protocol, runfolder
-from ..experiments import search as grid_search
-from .common import (MC_SAMPLES, add_common, add_overrides, add_trust, log_to, number,
+from .common import (MC_SAMPLES, add_common, add_overrides, add_trust, number, overrides_of,
                      train_into)
 
-__all__ = ["add_parsers", "reproduce_command", "reproduce_report_command", "search_command"]
+__all__ = ["add_parsers", "reproduce_command", "reproduce_report_command"]
 
 logger = logging.getLogger("gluon_bbb.cli")
 
 
 def add_parsers(commands):
-    """The ``reproduce``, ``reproduce-report`` and ``search`` commands."""
+    """The ``reproduce`` and ``reproduce-report`` commands."""
     rerun = commands.add_parser(
         "reproduce", help="train a configuration of the paper's MNIST Table 1 (resumable)",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
@@ -46,49 +45,6 @@ def add_parsers(commands):
     add_common(rereport)
     rereport.set_defaults(func=reproduce_report_command, command_line=None)
 
-    search = commands.add_parser(
-        "search", help="validation errors of settings of the paper's hyperparameter grid",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        description="Train each setting for --epochs epochs (resumable) and tabulate the best "
-                    "validation error of each in OUTPUT_DIR/search.json and search.md. The "
-                    "settings are --settings, else the grid of the value lists below (default "
-                    "the paper's), sampled down to --max-trials.")
-    search.add_argument("--epochs", type=number(int, 1, True), required=True,
-                        help="epochs of every setting")
-    search.add_argument("--output-dir", default=os.path.join("results", "search"))
-    search.add_argument("--base", default="bbb-mixture-400",
-                        help="the Bayes-by-Backprop configuration the settings modify")
-    search.add_argument("--settings", nargs="+", default=None, metavar="SETTING",
-                        help="explicit settings such as lr=1e-4,num_samples=2,pi=0.25,"
-                             "log_sigma1=1,log_sigma2=7 (keys left out keep --base's values)")
-    grid = configs.PAPER_GRID
-    search.add_argument("--lr", type=number(float, 0, False), nargs="+", default=grid["lr"])
-    search.add_argument("--num-samples", type=number(int, 1, True), nargs="+",
-                        default=grid["num_samples"])
-    search.add_argument("--pi", type=float, nargs="+", default=grid["pi"])
-    search.add_argument("--log-sigma1", type=float, nargs="+", default=grid["log_sigma1"],
-                        help="values of -log sigma1")
-    search.add_argument("--log-sigma2", type=float, nargs="+", default=grid["log_sigma2"],
-                        help="values of -log sigma2")
-    search.add_argument("--max-trials", type=number(int, 1, True), default=None,
-                        help="run a seeded random sample of this many grid settings")
-    search.add_argument("--search-seed", type=int, default=0, help="seed of that sample")
-    search.add_argument("--dry-run", action="store_true",
-                        help="print the settings and exit without training")
-    add_overrides(search)
-    add_common(search)
-    search.add_argument("--no-progress", action="store_true", help="no progress bar")
-    add_trust(search)
-    search.set_defaults(func=search_command, command_line=None)
-
-
-def _overrides(args):
-    overrides = {key: getattr(args, key) for key in ("hidden", "subset", "seed")
-                 if getattr(args, key) is not None}
-    for text in args.assignments or ():
-        overrides.update(configs.parse_setting(text, configs.SEARCH_KEYS + configs.EXTRA_KEYS))
-    return overrides
-
 
 def reproduce_command(args):
     """``gluon-bbb reproduce``: trains (or continues) a configuration and writes result.json."""
@@ -97,7 +53,7 @@ def reproduce_command(args):
         return 0
     if args.name is None:
         raise ValueError("give a configuration NAME (see 'gluon-bbb reproduce --list')")
-    config = configs.get_config(args.name, **_overrides(args))
+    config = configs.get_config(args.name, **overrides_of(args))
     out = args.output_dir or os.path.join("results", args.name)
     stored = runfolder.check_run_dir(out, config)  # refuses another configuration
     epochs = args.epochs
@@ -126,35 +82,4 @@ def reproduce_report_command(args):
                                         data_dir=args.data_dir, ctx=args.ctx,
                                         command=args.command_line))
     print(protocol.results_table(results), end="")
-    return 0
-
-
-def search_command(args):
-    """``gluon-bbb search``: trains each setting and writes search.json and search.md."""
-    if args.settings:
-        settings = [configs.parse_setting(text) for text in args.settings]
-    else:
-        settings = grid_search.grid_settings({"lr": args.lr, "num_samples": args.num_samples,
-                                            "pi": args.pi, "log_sigma1": args.log_sigma1,
-                                            "log_sigma2": args.log_sigma2})
-        if not settings:
-            raise ValueError("the grid has no setting with --log-sigma2 > --log-sigma1")
-        if args.max_trials is not None:
-            settings = grid_search.sample_settings(settings, args.max_trials, seed=args.search_seed)
-    if args.dry_run:
-        for setting in settings:
-            print(",".join(f"{key}={value:g}" for key, value in setting.items()))
-        return 0
-    resolve_context(args.ctx)
-    if args.base not in configs.CONFIGS or configs.CONFIGS[args.base]["method"] != "bbb":
-        # checked before any folder exists
-        raise ValueError(f"the search base must be a Bayes-by-Backprop configuration, got {args.base!r}")
-    os.makedirs(args.output_dir, exist_ok=True)
-    with log_to(os.path.join(args.output_dir, "search.log")):
-        grid_search.search(settings, args.epochs, args.output_dir, base=args.base,
-                         overrides=_overrides(args), data_dir=args.data_dir, ctx=args.ctx,
-                         progress=not args.no_progress, command=args.command_line,
-                         trust_pickled_state=args.trust_pickled_state)
-    with open(os.path.join(args.output_dir, grid_search.SEARCH_MD), encoding="utf-8") as handle:
-        print(handle.read(), end="")
     return 0

@@ -13,7 +13,7 @@ from ..context import resolve_context
 from ..experiments import protocol, runfolder
 from ..experiments.runners import make_bbb_trainer
 from .common import (FIGURES, MC_SAMPLES, PROG, PRUNING_JSON, PRUNING_MD, add_common,
-                     errors_line, fraction, number, save_figure)
+                     errors_line, fraction, number)
 
 __all__ = ["add_parsers", "load_run", "evaluate_command", "prune_command", "plot_command"]
 
@@ -125,7 +125,7 @@ def plot_command(args):
     })
     for key, figure in figures.items():
         path = os.path.join(args.run_dir, FIGURES[key])
-        save_figure(figure, path)
+        plots.save_png(figure, path)
         print(path)
     return 0
 

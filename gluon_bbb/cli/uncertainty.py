@@ -5,11 +5,12 @@ import logging
 import os
 import time
 
+from .. import plots
 from ..checkpoint import atomic_write_bytes, write_json
 from ..context import resolve_context
 from ..experiments import uncertainty_eval
 from ..machine import machine_info
-from .common import MC_SAMPLES, add_common, number, save_figure
+from .common import MC_SAMPLES, add_common, number
 
 __all__ = ["add_parsers", "UNCERTAINTY_JSON", "UNCERTAINTY_MD", "uncertainty_command"]
 
@@ -83,6 +84,6 @@ def uncertainty_command(args):
             f"Command: `{args.command_line}`; {seconds:.0f} s.\n")
     atomic_write_bytes(os.path.join(args.output_dir, UNCERTAINTY_MD), text.encode("utf-8"))
     for name, figure in figures.items():
-        save_figure(figure, os.path.join(args.output_dir, name))
+        plots.save_png(figure, os.path.join(args.output_dir, name))
     print(table, end="")
     return 0

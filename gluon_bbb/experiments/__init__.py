@@ -7,7 +7,8 @@ module                 what it does
 ``runfolder``          the one run-folder format: file names, distrustful reading, best epoch
 ``runners``            one runner per configuration: build, train resumably, save, load
 ``protocol``           the paper's protocol: run (resumable), report, evaluate the best epoch
-``search``             the hyperparameter search over the paper's grid
+``search``             the hyperparameter search on Optuna: storage, samplers, pruning, workers
+``search_report``      a search's table, figures and best trial on the test set
 ``uncertainty_eval``   calibration, out-of-distribution detection and refusal of run folders
 ``bandit_run``         the mushroom bandit's agents, resumable, with their summary
 =====================  ===================================================================
@@ -22,18 +23,20 @@ The protocol's main names are re-exported here::
     mine = experiments.custom_config(hidden=[800, 800], prior="gaussian", sigma=0.1)
     result = experiments.run(mine, epochs=50, output_dir="runs/gaussian-800")
 """
-from . import bandit_run, configs, protocol, runfolder, runners, search, uncertainty_eval
+from . import (bandit_run, configs, protocol, runfolder, runners, search, search_report,
+               uncertainty_eval)
 from .configs import (CONFIGS, CUSTOM, DESCRIPTIONS, EXTRA_KEYS, PAPER_GRID, PAPER_TEST_ERROR,
                       SEARCH_KEYS, custom_config, describe, get_config, learning_rate_schedule,
                       parse_setting)
 from .protocol import evaluate_run, report, results_table, run
 from .runfolder import read_result
 from .runners import make_runner
-from .search import grid_settings, sample_settings, search as search_settings
+from .search import grid_settings, sample_settings, search_space
+from .search_report import report_search
 
 __all__ = ["bandit_run", "configs", "protocol", "runfolder", "runners", "search",
-           "uncertainty_eval", "CONFIGS", "CUSTOM", "DESCRIPTIONS", "EXTRA_KEYS", "PAPER_GRID",
+           "search_report", "uncertainty_eval", "CONFIGS", "CUSTOM", "DESCRIPTIONS", "EXTRA_KEYS", "PAPER_GRID",
            "PAPER_TEST_ERROR", "SEARCH_KEYS", "custom_config", "describe", "get_config",
            "learning_rate_schedule", "parse_setting", "make_runner", "evaluate_run", "report",
            "results_table", "run", "read_result", "grid_settings", "sample_settings",
-           "search_settings"]
+           "search_space", "report_search"]

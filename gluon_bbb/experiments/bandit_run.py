@@ -24,7 +24,6 @@ The output folder holds:
     The cumulative expected regret against steps (:func:`~gluon_bbb.bandit.plot_cumulative_regret`).
 """
 import hashlib
-import io
 import json
 import logging
 import math
@@ -34,7 +33,7 @@ import time
 import mxnet as mx
 import numpy as np
 
-from .. import bandit
+from .. import bandit, plots
 from ..checkpoint import CheckpointError, atomic_write_bytes, read_json, write_json
 from ..data import DATA_ENV_VAR
 from ..machine import machine_info
@@ -329,6 +328,4 @@ def _write_summary(output_dir, summary, records, env):
     histories = {record["label"]: bandit.replay_history(env, record["actions"],
                                                         record["settings"]["seed"])
                  for record in records}
-    buffer = io.BytesIO()
-    bandit.plot_cumulative_regret(histories).savefig(buffer, format="png", dpi=120)
-    atomic_write_bytes(os.path.join(output_dir, FIGURE), buffer.getvalue())
+    plots.save_png(bandit.plot_cumulative_regret(histories), os.path.join(output_dir, FIGURE))

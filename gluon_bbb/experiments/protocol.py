@@ -72,7 +72,7 @@ MC_SAMPLES = 10
 
 def run(config, epochs, output_dir, data_dir=None, ctx=None, mc_samples=MC_SAMPLES,
         progress=False, command=None, evaluate_test=True, loaders=None,
-        trust_pickled_state=False):
+        trust_pickled_state=False, epoch_callback=None):
     """Train configuration ``config`` to ``epochs`` epochs in ``output_dir`` and report.
 
     A folder that already holds a run of the same configuration is continued from its last
@@ -104,6 +104,10 @@ def run(config, epochs, output_dir, data_dir=None, ctx=None, mc_samples=MC_SAMPL
         Resuming from a checkpoint of format 1: unpickle its optimizer state (runs code from
         the file) instead of starting the optimizer afresh. See
         :meth:`gluon_bbb.BBBTrainer.load`.
+    epoch_callback : callable, optional
+        ``epoch_callback(record)`` after each epoch, once its checkpoint (and the best one) is
+        written; ``record`` holds 'epoch' and 'test_error' (the validation error). An exception
+        it raises stops the run there, with the folder complete (a search prunes trials so).
 
     Returns
     -------
@@ -126,11 +130,11 @@ def run(config, epochs, output_dir, data_dir=None, ctx=None, mc_samples=MC_SAMPL
     ctx = resolve_context(ctx)
     with RunFolderLock(output_dir):
         return _run_locked(config, epochs, output_dir, data_dir, ctx, mc_samples, progress,
-                           command, evaluate_test, loaders, trust_pickled_state)
+                           command, evaluate_test, loaders, trust_pickled_state, epoch_callback)
 
 
 def _run_locked(config, epochs, output_dir, data_dir, ctx, mc_samples, progress, command,
-                evaluate_test, loaders, trust_pickled_state):
+                evaluate_test, loaders, trust_pickled_state, epoch_callback):
     """:func:`run`, holding the folder's writer lock."""
     start = time.time()
     check_run_dir(output_dir, config)
@@ -160,7 +164,8 @@ def _run_locked(config, epochs, output_dir, data_dir, ctx, mc_samples, progress,
     logger.info("start: %s%s to epoch %d on %s; run folder %s", config["reproduce"],
                 f" ({changed})" if changed else "", epochs, ctx, output_dir)
     try:
-        runner.fit(loaders["train"], loaders["validation"], epochs, output_dir, progress)
+        runner.fit(loaders["train"], loaders["validation"], epochs, output_dir, progress,
+                   epoch_callback)
         session["fused"] = runner.fused()
         session["epochs_after"] = runner.epoch
         if not evaluate_test:

@@ -90,7 +90,7 @@ class _BBBRun:
             raise ValueError(f"{best_path} does not hold epoch {best['epoch']}, the best on "
                              "validation in the history: the run folder was modified")
 
-    def fit(self, train, validation, epochs, run_dir, progress):
+    def fit(self, train, validation, epochs, run_dir, progress, epoch_callback=None):
         files = FILES["bbb"]
         best = best_of(self.history)
 
@@ -103,6 +103,8 @@ class _BBBRun:
             logger.info("epoch %d: validation error %.2f%%, best %.2f%% at epoch %d; %.1f s",
                         record["epoch"], 100 * record["test_error"],
                         100 * best["validation_error"], best["epoch"], record["seconds"])
+            if epoch_callback is not None:
+                epoch_callback(record)
 
         shuffled = data.EpochShuffled(train, self.config["seed"], lambda: self.trainer.epoch)
         self.trainer.fit(shuffled, epochs, eval_data=validation,
@@ -195,7 +197,7 @@ class _DeterministicRun:
     def _save_best(self, run_dir):
         save_parameter_file(self.net, os.path.join(run_dir, FILES["deterministic"]["best"]))
 
-    def fit(self, train, validation, epochs, run_dir, progress):
+    def fit(self, train, validation, epochs, run_dir, progress, epoch_callback=None):
         files = FILES["deterministic"]
         shuffled = data.EpochShuffled(train, self.seed, lambda: self.epoch)
         for record in run_epochs(self.net, self.trainer, shuffled, epochs,
@@ -214,6 +216,8 @@ class _DeterministicRun:
                         record["epoch"], 100 * record["test_error"],
                         100 * self.best["validation_error"], self.best["epoch"],
                         record["seconds"])
+            if epoch_callback is not None:
+                epoch_callback(record)
 
     def evaluate(self, loader, num_samples=0):
         del num_samples  # a deterministic network has no Monte Carlo average

@@ -1,51 +1,131 @@
-"""The hyperparameter search of the paper protocol: grids of settings, trials as resumable
-run folders that never touch the test set, and the table of their validation errors.
+"""The hyperparameter search of the paper protocol on Optuna: a study in a relational database
+(SQLite in the search folder by default, or any SQLAlchemy URL such as PostgreSQL, so that
+workers on several machines share one study), samplers (the paper's grid, TPE, random), pruning
+on the per-epoch validation error (Hyperband, median), and trials that are ordinary resumable
+run folders which never touch the test set.
+
+A search folder holds ``study.db`` (the default storage), ``.ask.lock`` (the workers of one
+machine ask the study for trials one at a time) and ``trials/<setting>/``, one run folder per
+setting (:mod:`gluon_bbb.experiments.protocol`). Every worker records a heartbeat for its
+running trial; a trial whose worker died (SIGKILL, a lost machine) is failed by the next worker
+that looks once its heartbeat is ``grace_period`` seconds old, and retried as a new trial with
+the same setting, whose run folder resumes after its last completed epoch.
+
+Typical use::
+
+    from gluon_bbb.experiments import search
+    space = search.search_space(lr=[1e-3, 1e-4], num_samples=[1, 2, 5])
+    search.search(space, epochs=30, output_dir="results/search", sampler="grid",
+                  pruner="hyperband")
 """
+import contextlib
 import itertools
 import logging
 import os
+import socket
+import threading
+import time
+import warnings
 
 import numpy as np
+import optuna
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 from .._checks import check_int
-from ..checkpoint import CheckpointError, atomic_write_bytes, checked_field, read_json, write_json
 from ..context import resolve_context
-from .configs import CONFIGS, PAPER_GRID, SEARCH_KEYS, get_config
+from ..runlock import RunFolderBusyError, waiting_lock
+from .configs import CONFIGS, PAPER_GRID, SEARCH_KEYS, check_hyperparameter, get_config
 from .protocol import run
-from .runfolder import check_run_dir
+from .runfolder import checkpoint_metadata
 from .runners import loaders_for
 
-__all__ = ["SEARCH_JSON", "SEARCH_MD", "grid_settings", "sample_settings", "search", "search_table"]
+__all__ = ["SPACE_KEYS", "SAMPLERS", "PRUNERS", "STUDY_NAME", "TRIALS", "grid_settings",
+           "sample_settings", "search_space", "trial_name", "storage_url", "open_storage",
+           "study_settings", "open_study", "work", "search", "quiet_optuna"]
 
 logger = logging.getLogger(__name__)
 
 
-SEARCH_JSON = "search.json"
+#: The keys a search may vary: the paper's grid, then the optimizer and its per-epoch decay.
+SPACE_KEYS = SEARCH_KEYS + ("optimizer", "lr_decay")
 
 
-SEARCH_MD = "search.md"
+SAMPLERS = ("grid", "tpe", "random")
+
+
+PRUNERS = ("hyperband", "median", "none")
+
+
+STUDY_NAME = "gluon-bbb-search"
+
+
+#: The subfolder of a search folder that holds one run folder per setting.
+TRIALS = "trials"
+
+
+_STUDY_DB = "study.db"
+
+
+_ASK_LOCK = ".ask.lock"
+
+
+_POLL_SECONDS = 2.0
+
+
+@contextlib.contextmanager
+def quiet_optuna():
+    """``with quiet_optuna():`` -- without Optuna's ExperimentalWarning (the heartbeat, retry
+    and matplotlib APIs this module relies on are marked experimental)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        # this module runs the heartbeat itself, around study.ask/tell
+        warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
+        yield
+
+
+def search_space(**values):
+    """A search space: key -> list of values, the paper's grid (:data:`PAPER_GRID`) for the
+    keys not given, and ``optimizer`` and ``lr_decay`` only if given.
+
+    Every value is checked as a configuration checks it; a key with one value is fixed.
+
+    Returns
+    -------
+    dict, keys in :data:`SPACE_KEYS` order.
+    """
+    unknown = set(values) - set(SPACE_KEYS)
+    if unknown:
+        raise ValueError(f"unknown search keys {sorted(unknown)}; use {', '.join(SPACE_KEYS)}")
+    space = {}
+    for key in SPACE_KEYS:
+        chosen = values.get(key, PAPER_GRID.get(key))
+        if chosen is None:
+            continue
+        chosen = [check_hyperparameter(key, value) for value in chosen]
+        if not chosen or len(set(chosen)) != len(chosen):
+            raise ValueError(f"the values of {key} must be distinct and at least one, got {chosen}")
+        space[key] = chosen
+    return space
 
 
 def grid_settings(grid=None):
-    """Every setting of a grid (default the paper's, 324 settings), in a fixed order.
+    """Every setting of a grid (default the paper's, 324 settings), in a fixed order, without
+    those whose mixture prior is invalid (``log_sigma2 <= log_sigma1``).
 
     Parameters
     ----------
     grid : dict, optional
-        key -> list of values, keys among :data:`SEARCH_KEYS`; missing keys take the
-        paper's values.
+        key -> list of values, as :func:`search_space` takes them.
 
     Returns
     -------
     list of dict
     """
-    grid = dict(PAPER_GRID, **(grid or {}))
-    unknown = set(grid) - set(SEARCH_KEYS)
-    if unknown:
-        raise ValueError(f"unknown search keys {sorted(unknown)}; use {', '.join(SEARCH_KEYS)}")
+    space = search_space(**(grid or {}))
     settings = []
-    for values in itertools.product(*(list(grid[key]) for key in SEARCH_KEYS)):
-        setting = dict(zip(SEARCH_KEYS, values))
+    for values in itertools.product(*space.values()):
+        setting = dict(zip(space, values))
         if setting["log_sigma2"] > setting["log_sigma1"]:
             settings.append(setting)
     return settings
@@ -60,109 +140,335 @@ def sample_settings(settings, max_trials, seed=0):
     return [settings[i] for i in sorted(chosen)]
 
 
-def _trial_name(setting):
-    parts = {"lr": "lr", "num_samples": "samples", "pi": "pi", "log_sigma1": "logsigma1-",
-             "log_sigma2": "logsigma2-"}
-    return "_".join(f"{parts[key]}{setting[key]:g}" for key in SEARCH_KEYS if key in setting)
+def trial_name(setting):
+    """The run folder name of a setting, e.g. ``lr0.001_samples1_pi0.5_logsigma1-0_logsigma2-6``
+    (then ``_adam`` and ``_decay0.98`` when the setting has them)."""
+    short = {"lr": "lr", "num_samples": "samples", "pi": "pi", "log_sigma1": "logsigma1-",
+             "log_sigma2": "logsigma2-", "optimizer": "", "lr_decay": "decay"}
+    return "_".join(f"{short[key]}{setting[key]:g}" if key != "optimizer" else setting[key]
+                    for key in SPACE_KEYS if key in setting)
 
 
-def search(settings, epochs, output_dir, base="bbb-mixture-400", overrides=None, data_dir=None,
-           ctx=None, progress=False, command=None, trust_pickled_state=False):
-    """Train each setting for ``epochs`` epochs and tabulate their validation errors.
+def storage_url(output_dir, storage=None):
+    """``storage``, or the SQLite file ``study.db`` inside ``output_dir``."""
+    if storage:
+        return storage
+    return "sqlite:///" + os.path.join(os.path.abspath(output_dir), _STUDY_DB)
 
-    Each trial is a reproduce run (resumable, early stopping on validation) in
-    ``output_dir/<trial>``; the test set is not touched. The rows of earlier searches in the
-    same folder are kept; ``search.json`` and ``search.md`` list all of them, best first.
+
+def _shown(url):
+    """The URL with its password hidden, for messages."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url.split("@")[-1]
+
+
+def open_storage(url, heartbeat_interval=60, grace_period=None):
+    """An Optuna RDB storage for ``url`` with heartbeats, whose stale trials are retried
+    (up to 3 times, with their intermediate values), or a one-line ValueError.
 
     Parameters
     ----------
-    settings : list of dict
-        Values for some of :data:`SEARCH_KEYS` (the others keep ``base``'s), e.g. from
-        :func:`grid_settings`, :func:`sample_settings` or :func:`parse_setting`.
+    url : str
+        Any SQLAlchemy URL: ``sqlite:///path/study.db``, ``postgresql://user@host/db``, ...
+    heartbeat_interval : int, seconds between a running trial's heartbeats
+    grace_period : int, optional
+        Seconds without a heartbeat after which a running trial counts as dead; default
+        3 heartbeats.
+    """
+    check_int("heartbeat_interval", heartbeat_interval)
+    grace_period = check_int("grace_period", grace_period or 3 * heartbeat_interval)
+    if url.startswith("sqlite"):
+        engine_kwargs = {"connect_args": {"timeout": 60}}  # local workers wait for the file lock
+    else:
+        engine_kwargs = {"pool_pre_ping": True}
+    with quiet_optuna():
+        retry = optuna.storages.RetryHeartbeatStaleTrialCallback(
+            max_retry=3, inherit_intermediate_values=True)
+    try:
+        with quiet_optuna():
+            return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs,
+                                              heartbeat_interval=heartbeat_interval,
+                                              grace_period=grace_period,
+                                              heartbeat_stale_trial_callback=retry)
+    except Exception as error:  # bad URL, missing driver, unreachable server, bad schema
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise ValueError(f"cannot open the study storage {_shown(url)}: {first}") from None
+
+
+def _sampler(name, seed):
+    if name == "tpe":
+        return optuna.samplers.TPESampler(seed=seed)
+    return optuna.samplers.RandomSampler(seed=seed)  # the grid's trials are enqueued
+
+
+def _pruner(name, epochs):
+    if name == "hyperband":
+        return optuna.pruners.HyperbandPruner(min_resource=1, max_resource=epochs,
+                                              reduction_factor=3)
+    if name == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=5, n_warmup_steps=1)
+    return optuna.pruners.NopPruner()
+
+
+def open_study(storage, settings, worker=0):
+    """Create the search's study (enqueueing the grid) or load it, checking that it searches
+    the same thing.
+
+    Parameters
+    ----------
+    storage : optuna.storages.RDBStorage, from :func:`open_storage`
+    settings : dict
+        What the study searches: 'base', 'overrides', 'space', 'epochs', 'sampler', 'pruner',
+        'max_trials', 'seed' (JSON values).
+    worker : int
+        This worker's number on its machine; its sampler is seeded ``seed + worker``.
+
+    Returns
+    -------
+    optuna.Study
+
+    Raises
+    ------
+    ValueError
+        The storage holds a study of other settings.
+    """
+    sampler = _sampler(settings["sampler"], settings["seed"] + worker)
+    pruner = _pruner(settings["pruner"], settings["epochs"])
+    try:
+        study = optuna.create_study(storage=storage, study_name=STUDY_NAME, sampler=sampler,
+                                    pruner=pruner, direction="minimize")
+    except optuna.exceptions.DuplicatedStudyError:  # another worker created it
+        study = optuna.load_study(storage=storage, study_name=STUDY_NAME, sampler=sampler,
+                                  pruner=pruner)
+        _wait_until_ready(study, settings)
+        return study
+    if settings["sampler"] == "grid":
+        grid = grid_settings(settings["space"])
+        if settings["max_trials"] is not None:
+            grid = sample_settings(grid, settings["max_trials"], seed=settings["seed"])
+        for setting in grid:
+            study.enqueue_trial(setting, skip_if_exists=True)
+    study.set_user_attr("settings", settings)  # last: the study is ready
+    return study
+
+
+def _wait_until_ready(study, settings, timeout=120.0):
+    deadline = time.time() + timeout
+    while "settings" not in study.user_attrs:
+        if time.time() > deadline:
+            raise ValueError(f"the study {STUDY_NAME} exists but was never set up (its creator "
+                             "died while enqueueing the grid?): delete it and start again")
+        time.sleep(1.0)
+    stored = study.user_attrs["settings"]
+    changed = sorted(key for key in set(stored) | set(settings)
+                     if stored.get(key) != settings.get(key))
+    if changed:
+        differences = "; ".join(f"{key}: {stored.get(key)!r} there, {settings.get(key)!r} now"
+                                for key in changed)
+        raise ValueError(f"the study in this storage searches something else ({differences}); "
+                         "use the same options, another --output-dir or another --storage")
+
+
+def _retried_numbers(trials):
+    """Numbers of trials that a later trial retries (their worker died)."""
+    retried = set()
+    with quiet_optuna():
+        for trial in trials:
+            retried.update(optuna.storages.RetryHeartbeatStaleTrialCallback.retry_history(trial))
+    return retried
+
+
+def _next_move(study, settings):
+    """'ask' (a trial is waiting, or the budget allows a new one), 'wait' (only trials of other
+    workers are left: one may die and be retried) or 'stop'."""
+    trials = study.get_trials(deepcopy=False)
+    states = [trial.state for trial in trials]
+    if optuna.trial.TrialState.WAITING in states:
+        return "ask"
+    if settings["sampler"] != "grid":
+        budget = settings["max_trials"]
+        if len(trials) - len(_retried_numbers(trials)) < budget:
+            return "ask"
+    return "wait" if optuna.trial.TrialState.RUNNING in states else "stop"
+
+
+class _Heartbeat:
+    """``with _Heartbeat(storage, trial):`` -- record the trial's heartbeat every interval."""
+
+    def __init__(self, storage, trial):
+        self.storage, self.trial_id = storage, trial._trial_id
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._beat, daemon=True)
+
+    def _beat(self):
+        interval = self.storage.get_heartbeat_interval()
+        while True:
+            self.storage.record_heartbeat(self.trial_id)
+            if self.stopped.wait(interval):
+                return
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc_info):
+        self.stopped.set()
+        self.thread.join()
+        return False
+
+
+def _objective(trial, settings, output_dir, data_dir, ctx, loaders, progress, command,
+               trust_pickled_state):
+    """Train the trial's setting in its run folder; the best validation error of its epochs."""
+    setting = {key: trial.suggest_categorical(key, values)
+               for key, values in settings["space"].items()}
+    config = get_config(settings["base"], **dict(settings["overrides"], **setting))
+    folder = os.path.join(output_dir, TRIALS, trial_name(setting))
+    trial.set_user_attr("folder", os.path.relpath(folder, output_dir))
+    trial.set_user_attr("worker", f"{socket.gethostname()}:{os.getpid()}")
+
+    # Optuna has no public accessor for a trial's id; its own heartbeat uses _trial_id too.
+    reported = set(trial.storage.get_trial(trial._trial_id).intermediate_values)  # a retry's
+
+    def report(record):
+        if record["epoch"] not in reported:
+            trial.report(record["test_error"], record["epoch"])
+            reported.add(record["epoch"])
+        if trial.should_prune():
+            raise optuna.TrialPruned(f"validation error {100 * record['test_error']:.2f}% "
+                                     f"at epoch {record['epoch']}")
+
+    for record in checkpoint_metadata(os.path.join(folder, "checkpoint.bbb"), "bbb").get(
+            "history", []):  # a retried trial resumes its folder: tell the pruner its epochs
+        report(record)
+    summary = run(config, settings["epochs"], folder, data_dir=data_dir, ctx=ctx,
+                  progress=progress, command=command, evaluate_test=False,
+                  loaders=loaders, trust_pickled_state=trust_pickled_state,
+                  epoch_callback=report)
+    trial.set_user_attr("best_epoch", summary["best_epoch"])
+    trial.set_user_attr("epochs_run", summary["epochs_run"])
+    return summary["validation_error"]
+
+
+def work(study, storage, output_dir, data_dir=None, ctx=None, progress=False, command=None,
+         trust_pickled_state=False):
+    """Run trials of ``study`` until its budget is spent: ask for a trial (the workers of one
+    machine in turn), train it with a heartbeat, tell the study its best validation error,
+    that it was pruned, or that it failed.
+
+    Returns
+    -------
+    int, the number of trials this worker ran.
+    """
+    settings = study.user_attrs["settings"]
+    ctx = resolve_context(ctx)
+    loaders = None
+    done = 0
+    while True:
+        with quiet_optuna():
+            optuna.storages.fail_stale_trials(study)
+        with waiting_lock(os.path.join(output_dir, _ASK_LOCK)), quiet_optuna():
+            move = _next_move(study, settings)
+            trial = study.ask() if move == "ask" else None
+        if move == "stop":
+            return done
+        if move == "wait":  # for the other workers' last trials: one may die and be retried
+            time.sleep(min(storage.get_heartbeat_interval(), _POLL_SECONDS))
+            continue
+        if loaders is None:  # every trial has the data settings of base and overrides
+            loaders = loaders_for(get_config(settings["base"], **settings["overrides"]),
+                                  data_dir, ctx)
+        logger.info("trial %d: %s", trial.number, trial.params or "(its setting is sampled)")
+        try:
+            with _Heartbeat(storage, trial):
+                value = _objective(trial, settings, output_dir, data_dir, ctx, loaders, progress,
+                                   command, trust_pickled_state)
+        except optuna.TrialPruned as pruned:
+            logger.info("trial %d pruned: %s", trial.number, pruned)
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        except (ValueError, RunFolderBusyError) as error:  # e.g. an invalid prior from TPE
+            logger.warning("trial %d failed: %s", trial.number, error)
+            trial.set_user_attr("error", str(error)[:500])
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        except BaseException:
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            raise
+        else:
+            logger.info("trial %d: best validation error %.2f%%", trial.number, 100 * value)
+            study.tell(trial, value)
+        done += 1
+
+
+def study_settings(space, epochs, base="bbb-mixture-400", overrides=None, sampler="grid",
+                   pruner="hyperband", max_trials=None, seed=0):
+    """What a study searches, checked, as JSON values (see :func:`search` for the arguments);
+    stored in the study, so every worker must pass the same."""
+    if base not in CONFIGS or CONFIGS[base]["method"] != "bbb":
+        raise ValueError(f"the search base must be a Bayes-by-Backprop configuration, got {base!r}")
+    if CONFIGS[base]["prior"] != "scale-mixture":
+        raise ValueError(f"{base} has a Gaussian prior; search a scale-mixture configuration")
+    if sampler not in SAMPLERS or pruner not in PRUNERS:
+        raise ValueError(f"sampler must be one of {', '.join(SAMPLERS)} and pruner one of "
+                         f"{', '.join(PRUNERS)}, got {sampler!r} and {pruner!r}")
+    if sampler != "grid" and max_trials is None:
+        raise ValueError(f"the {sampler} sampler needs a number of trials (--max-trials)")
+    overrides = dict(overrides or {})
+    clash = set(overrides) & set(space)
+    if clash:
+        raise ValueError(f"{', '.join(sorted(clash))} cannot be both searched and overridden")
+    get_config(base, **overrides)  # checks the overrides before anything is written
+    if sampler == "grid" and not grid_settings(space):
+        raise ValueError("the grid has no setting with log_sigma2 > log_sigma1")
+    return {"base": base, "overrides": overrides, "space": space,
+            "epochs": check_int("epochs", epochs), "sampler": sampler, "pruner": pruner,
+            "max_trials": None if max_trials is None else check_int("max_trials", max_trials),
+            "seed": check_int("seed", seed, minimum=0)}
+
+
+def search(space, epochs, output_dir, base="bbb-mixture-400", overrides=None, sampler="grid",
+           pruner="hyperband", max_trials=None, seed=0, storage=None, worker=0,
+           heartbeat_interval=60, data_dir=None, ctx=None, progress=False, command=None,
+           trust_pickled_state=False):
+    """Create or join the study of a search and work on it in this process.
+
+    Parameters
+    ----------
+    space : dict
+        From :func:`search_space`.
     epochs : int
-        The budget of every trial.
+        The budget of every trial (Hyperband's maximum resource).
+    output_dir : str
+        The search folder: run folders of the trials, and the SQLite study by default.
     base : str
         A Bayes-by-Backprop configuration of :data:`CONFIGS`.
     overrides : dict, optional
         Applied to every trial, e.g. ``{"hidden": [16], "subset": 256}`` for a smoke run.
-    trust_pickled_state : bool
-        Passed to :func:`run` for every trial.
+    sampler : {'grid', 'tpe', 'random'}
+        'grid' runs every setting of the space (or ``max_trials`` of them, a seeded sample)
+        exactly once; 'tpe' and 'random' sample ``max_trials`` settings.
+    pruner : {'hyperband', 'median', 'none'}
+    max_trials : int, optional
+        Required for 'tpe' and 'random'.
+    seed : int
+        Seeds the sample of the grid and the samplers (``seed + worker``).
+    storage : str, optional
+        A SQLAlchemy URL; default ``sqlite:///<output_dir>/study.db``.
+    worker : int
+        This worker's number on its machine.
+    heartbeat_interval : int
+        Seconds; a trial without a heartbeat for 3 of them is failed and retried.
 
     Returns
     -------
-    list of dict, the rows of this call, in the order of ``settings``.
+    optuna.Study
     """
-    if base not in CONFIGS or CONFIGS[base]["method"] != "bbb":
-        raise ValueError(f"the search base must be a Bayes-by-Backprop configuration, got {base!r}")
-    if not settings:
-        raise ValueError("no settings to search")
-    overrides = dict(overrides or {})
-    configs = []
-    for setting in settings:
-        unknown = set(setting) - set(SEARCH_KEYS)
-        if unknown:
-            raise ValueError(f"unknown search keys {sorted(unknown)}; use {', '.join(SEARCH_KEYS)}")
-        if CONFIGS[base]["prior"] != "scale-mixture" and set(setting) & {"pi", "log_sigma1", "log_sigma2"}:
-            raise ValueError(f"{base} has a Gaussian prior: search lr and num_samples only")
-        config = get_config(base, **dict(overrides, **setting))
-        full = {key: config[key] for key in SEARCH_KEYS if key in config}
-        configs.append((full, config, os.path.join(output_dir, _trial_name(full))))
-    _read_search(output_dir, base, overrides)  # refuse before training anything
-    for _, config, trial_dir in configs:
-        check_run_dir(trial_dir, config)
-    rows = []
-    loaders = loaders_for(configs[0][1], data_dir, resolve_context(ctx))  # the same for every trial
-    for number, (setting, config, trial_dir) in enumerate(configs, 1):
-        logger.info("trial %d/%d: %s", number, len(configs), setting)
-        summary = run(config, epochs, trial_dir, data_dir=data_dir, ctx=ctx, progress=progress,
-                      command=command, evaluate_test=False, loaders=loaders,
-                      trust_pickled_state=trust_pickled_state)
-        rows.append(dict(setting, trial=os.path.basename(trial_dir), epochs=summary["epochs_run"],
-                         best_epoch=summary["best_epoch"],
-                         validation_error=summary["validation_error"],
-                         last_validation_error=summary["last_validation_error"],
-                         seconds=summary["seconds"]))
-    _write_search(output_dir, base, overrides, rows)
-    return rows
-
-
-def _read_search(output_dir, base, overrides):
-    """The rows of an earlier search in ``output_dir`` by trial name, or a ValueError if it
-    searched another base or overrides."""
-    path = os.path.join(output_dir, SEARCH_JSON)
-    if not os.path.exists(path):
-        return {}
-    saved = read_json(path, "a search table")
-    rows = checked_field(saved, "rows", list, path, optional=True, default=[])
-    if not all(isinstance(row, dict) and isinstance(row.get("trial"), str) for row in rows):
-        raise CheckpointError(f"{path}: its rows are not search results")
-    if saved.get("base") != base or saved.get("overrides") != overrides:
-        raise ValueError(f"{path} holds a search of {saved.get('base')} with overrides "
-                         f"{saved.get('overrides')}, not of {base} with {overrides}; choose "
-                         "another --output-dir")
-    return {row["trial"]: row for row in saved.get("rows", [])}
-
-
-def _write_search(output_dir, base, overrides, rows):
-    path = os.path.join(output_dir, SEARCH_JSON)
-    merged = _read_search(output_dir, base, overrides)
-    merged.update({row["trial"]: row for row in rows})
-    ordered = sorted(merged.values(), key=lambda r: (r["validation_error"], r["trial"]))
-    write_json(path, {"base": base, "overrides": overrides, "rows": ordered})
-    changed = "".join(f", {key}={value}" for key, value in sorted(overrides.items()))
-    text = (f"Validation error of the posterior mean (best epoch within each trial's budget) "
-            f"of settings of {base}{changed}; best first.\n\n{search_table(ordered)}")
-    atomic_write_bytes(os.path.join(output_dir, SEARCH_MD), text.encode("utf-8"))
-
-
-def search_table(rows):
-    """A markdown table of search rows."""
-    lines = ["| rank | lr | samples | pi | -log sigma1 | -log sigma2 | epochs | best epoch "
-             "| best validation error | last validation error |",
-             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for rank, row in enumerate(rows, 1):
-        cells = [f"{row[key]:g}" if row.get(key) is not None else "-" for key in SEARCH_KEYS]
-        lines.append(f"| {rank} | {' | '.join(cells)} | {row['epochs']} | {row['best_epoch']} | "
-                     f"{100 * row['validation_error']:.2f}% | "
-                     f"{100 * row['last_validation_error']:.2f}% |")
-    return "\n".join(lines) + "\n"
+    settings = study_settings(space, epochs, base, overrides, sampler, pruner, max_trials, seed)
+    os.makedirs(output_dir, exist_ok=True)
+    rdb = open_storage(storage_url(output_dir, storage), heartbeat_interval)
+    study = open_study(rdb, settings, worker)
+    count = work(study, rdb, output_dir, data_dir=data_dir, ctx=ctx, progress=progress,
+                 command=command, trust_pickled_state=trust_pickled_state)
+    logger.info("worker %d ran %d trials; the study has %d", worker, count, len(study.trials))
+    return study

@@ -1,0 +1,180 @@
+"""``gluon-bbb search`` and ``search-report``: the hyperparameter search on Optuna
+(:mod:`gluon_bbb.experiments.search`), on one machine or many sharing one database."""
+import argparse
+import logging
+import os
+import shlex
+import subprocess
+import sys
+
+from ..context import resolve_context
+from ..experiments import configs, search_report
+from ..experiments import search as optuna_search
+from .common import (MC_SAMPLES, PROG, add_common, add_overrides, add_trust, log_to, number,
+                     overrides_of)
+
+__all__ = ["add_parsers", "search_command", "search_report_command"]
+
+logger = logging.getLogger("gluon_bbb.cli")
+
+
+SEARCH_LOG = "search.log"
+
+
+def add_parsers(commands):
+    """The ``search`` and ``search-report`` commands."""
+    search = commands.add_parser(
+        "search", help="hyperparameter search of the paper's protocol on Optuna (resumable)",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="Train settings of a Bayes-by-Backprop configuration, each an ordinary "
+                    "resumable run folder under OUTPUT_DIR/trials, and record their best "
+                    "validation errors in an Optuna study (OUTPUT_DIR/study.db, or --storage). "
+                    "Run the same command on several machines with one --storage URL to share "
+                    "the study. The test set is never touched: see 'search-report'.")
+    search.add_argument("--epochs", type=number(int, 1, True), required=True,
+                        help="epochs of every trial (Hyperband's maximum)")
+    search.add_argument("--output-dir", default=os.path.join("results", "search"))
+    search.add_argument("--base", default="bbb-mixture-400",
+                        help="the scale-mixture Bayes-by-Backprop configuration the settings modify")
+    grid = configs.PAPER_GRID
+    search.add_argument("--lr", type=number(float, 0, False), nargs="+", default=grid["lr"])
+    search.add_argument("--num-samples", type=number(int, 1, True), nargs="+",
+                        default=grid["num_samples"])
+    search.add_argument("--pi", type=float, nargs="+", default=grid["pi"])
+    search.add_argument("--log-sigma1", type=float, nargs="+", default=grid["log_sigma1"],
+                        help="values of -log sigma1")
+    search.add_argument("--log-sigma2", type=float, nargs="+", default=grid["log_sigma2"],
+                        help="values of -log sigma2")
+    search.add_argument("--optimizer", nargs="+", default=None,
+                        help="optimizers to search (default: the base's)")
+    search.add_argument("--lr-decay", type=float, nargs="+", default=None,
+                        help="per-epoch learning-rate decays to search (default: the base's)")
+    search.add_argument("--sampler", choices=optuna_search.SAMPLERS, default="grid",
+                        help="grid: every setting once (or a seeded sample of --max-trials); "
+                             "tpe or random: --max-trials sampled settings")
+    search.add_argument("--pruner", choices=optuna_search.PRUNERS, default="hyperband",
+                        help="stop unpromising trials early on their per-epoch validation error")
+    search.add_argument("--max-trials", type=number(int, 1, True), default=None,
+                        help="trials of tpe/random; for grid, a seeded random sample of the grid")
+    search.add_argument("--search-seed", type=number(int, 0, True), default=0,
+                        help="seeds the grid's sample and the samplers (worker i: seed + i)")
+    search.add_argument("--storage", default=None, metavar="URL",
+                        help="SQLAlchemy URL of the study's database, e.g. "
+                             "postgresql://user:password@host/db (default: sqlite:///"
+                             "OUTPUT_DIR/study.db)")
+    search.add_argument("--workers", type=number(int, 1, True), default=1,
+                        help="worker processes on this machine")
+    search.add_argument("--heartbeat", type=number(int, 1, True), default=60,
+                        help="seconds between a running trial's heartbeats; a trial silent for "
+                             "3 of them is failed and retried, resuming its run folder")
+    search.add_argument("--worker-index", type=number(int, 0, True), default=0,
+                        help=argparse.SUPPRESS)
+    search.add_argument("--dry-run", action="store_true",
+                        help="print the grid's settings and exit without training")
+    add_overrides(search)
+    add_common(search)
+    search.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_trust(search)
+    search.set_defaults(func=search_command, command_line=None)
+
+    report = commands.add_parser(
+        "search-report", help="search.md and figures of a search; its best trial on the test set",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    report.add_argument("search_dir", metavar="SEARCH_DIR", help="folder written by 'search'")
+    report.add_argument("--storage", default=None, metavar="URL",
+                        help="the study's database (default: SEARCH_DIR/study.db)")
+    report.add_argument("--mc-samples", type=number(int, 1, True), default=MC_SAMPLES,
+                        help="weight samples of the best trial's Monte Carlo test error")
+    report.add_argument("--no-figures", action="store_true", help="write search.md only")
+    add_common(report)
+    report.set_defaults(func=search_report_command, command_line=None)
+
+
+def _space(args):
+    values = {"lr": args.lr, "num_samples": args.num_samples, "pi": args.pi,
+              "log_sigma1": args.log_sigma1, "log_sigma2": args.log_sigma2}
+    if args.optimizer is not None:
+        values["optimizer"] = args.optimizer
+    if args.lr_decay is not None:
+        values["lr_decay"] = args.lr_decay
+    return optuna_search.search_space(**values)
+
+
+def search_command(args):
+    """``gluon-bbb search``: work on the study (with ``--workers`` processes); exit code."""
+    space = _space(args)
+    if args.dry_run:
+        settings = optuna_search.grid_settings(space)
+        if args.max_trials is not None:
+            settings = optuna_search.sample_settings(settings, args.max_trials,
+                                                     seed=args.search_seed)
+        for setting in settings:
+            print(",".join(f"{key}={value:g}" if not isinstance(value, str) else
+                           f"{key}={value}" for key, value in setting.items()))
+        return 0
+    resolve_context(args.ctx)
+    options = dict(base=args.base, overrides=overrides_of(args), sampler=args.sampler,
+                   pruner=args.pruner, max_trials=args.max_trials, seed=args.search_seed,
+                   storage=args.storage, heartbeat_interval=args.heartbeat,
+                   data_dir=args.data_dir, ctx=args.ctx, progress=not args.no_progress,
+                   command=args.command_line, trust_pickled_state=args.trust_pickled_state)
+    optuna_search.study_settings(space, args.epochs, args.base, options["overrides"],
+                                 args.sampler, args.pruner, args.max_trials, args.search_seed)
+    if args.storage:  # a bad URL is refused before the folder exists
+        optuna_search.open_storage(args.storage)
+    os.makedirs(args.output_dir, exist_ok=True)
+    if args.workers > 1:
+        return _spawn_workers(args, space, options)
+    with log_to(os.path.join(args.output_dir, SEARCH_LOG)):
+        study = optuna_search.search(space, args.epochs, args.output_dir,
+                                     worker=args.worker_index, **options)
+    _print_summary(study, args.output_dir)
+    return 0
+
+
+def _spawn_workers(args, space, options):
+    """Create the study here (so its grid is enqueued once), then run ``--workers`` copies of
+    this command, each one worker; the exit code is the worst of theirs."""
+    url = optuna_search.storage_url(args.output_dir, args.storage)
+    storage = optuna_search.open_storage(url, args.heartbeat)
+    settings = optuna_search.study_settings(space, args.epochs, options["base"],
+                                             options["overrides"], args.sampler, args.pruner,
+                                             args.max_trials, args.search_seed)
+    optuna_search.open_study(storage, settings)
+    argv = shlex.split(args.command_line)[1:]
+    processes = []
+    for index in range(args.workers):
+        command = [sys.executable, "-m", "gluon_bbb"] + argv + [
+            "--workers", "1", "--worker-index", str(index)]
+        processes.append(subprocess.Popen(command))
+    codes = [process.wait() for process in processes]
+    worst = max(codes, key=abs)
+    study = search_report.load_search(args.output_dir, args.storage)
+    _print_summary(study, args.output_dir)
+    return worst
+
+
+def _print_summary(study, output_dir):
+    rows = search_report.trial_rows(study)
+    counts = {}
+    for row in rows:
+        counts[row["state"]] = counts.get(row["state"], 0) + 1
+    values = [row for row in rows if row["value"] is not None]
+    line = ", ".join(f"{count} {state}" for state, count in sorted(counts.items()))
+    print(f"{output_dir}: {len(rows)} trials ({line})")
+    if values:
+        best = min(values, key=lambda r: (r["value"], r["number"]))
+        print(f"best validation error {100 * best['value']:.2f}%: trial {best['number']}, "
+              f"{best['folder']}")
+    print(f"'{PROG} search-report {output_dir}' writes search.md and the figures")
+
+
+def search_report_command(args):
+    """``gluon-bbb search-report``: writes search.md and the figures; prints search.md."""
+    search_report.report_search(args.search_dir, storage=args.storage,
+                                mc_samples=args.mc_samples, data_dir=args.data_dir,
+                                ctx=args.ctx, figures=not args.no_figures,
+                                command=args.command_line)
+    with open(os.path.join(args.search_dir, search_report.SEARCH_MD), encoding="utf-8") as handle:
+        print(handle.read(), end="")
+    return 0

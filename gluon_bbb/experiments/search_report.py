@@ -1,0 +1,176 @@
+"""The report of a search (:mod:`gluon_bbb.experiments.search`): a markdown table of its
+trials, its best trial on validation re-evaluated once on the test set, and Optuna's figures
+(optimisation history, parameter importances, parallel coordinates).
+
+The study is read from its database, which may come from someone else: every setting read
+from it is checked as a configuration is before it names a folder.
+"""
+import logging
+import os
+
+import matplotlib
+import optuna
+from optuna.visualization import matplotlib as optuna_plots
+
+from .. import plots
+from ..checkpoint import atomic_write_bytes
+from .configs import check_hyperparameter
+from .protocol import MC_SAMPLES, report
+from .search import STUDY_NAME, TRIALS, open_storage, quiet_optuna, storage_url, trial_name
+
+__all__ = ["SEARCH_MD", "FIGURES", "load_search", "trial_rows", "search_table", "report_search"]
+
+logger = logging.getLogger(__name__)
+
+
+SEARCH_MD = "search.md"
+
+
+#: The figures of a search report: name -> file in the search folder.
+FIGURES = {
+    "history": "optimization_history.png",
+    "importances": "param_importances.png",
+    "parallel": "parallel_coordinate.png",
+}
+
+
+def load_search(output_dir, storage=None):
+    """The study of a search folder (or of ``storage``), or a one-line ValueError."""
+    url = storage_url(output_dir, storage)
+    if storage is None and not os.path.isfile(url[len("sqlite:///"):]):
+        raise FileNotFoundError(f"{url[len('sqlite:///'):]} not found: is {output_dir} a folder "
+                                "written by 'gluon-bbb search'?")
+    rdb = open_storage(url)
+    try:
+        study = optuna.load_study(study_name=STUDY_NAME, storage=rdb)
+    except KeyError:
+        raise ValueError(f"the storage of {output_dir} holds no study {STUDY_NAME!r}: run "
+                         "'gluon-bbb search' first") from None
+    settings = study.user_attrs.get("settings")
+    if not isinstance(settings, dict) or not isinstance(settings.get("space"), dict):
+        raise ValueError(f"the study of {output_dir} has no search settings: it was not written "
+                         "by 'gluon-bbb search', or its creator died while setting it up")
+    return study
+
+
+def _setting(trial, space):
+    """The trial's checked setting, or None when it has no complete one."""
+    if set(trial.params) != set(space):
+        return None
+    try:
+        return {key: check_hyperparameter(key, trial.params[key]) for key in space}
+    except ValueError:
+        return None
+
+
+def trial_rows(study):
+    """One dict per trial: 'number', 'state', the setting, 'value' (best validation error or
+    None), 'best_epoch', 'epochs_run', 'epochs_reported', 'retry_of', 'folder' (relative to the
+    search folder, or None)."""
+    space = study.user_attrs["settings"]["space"]
+    rows = []
+    for trial in study.get_trials(deepcopy=False):
+        setting = _setting(trial, space)
+        with quiet_optuna():
+            retry_of = optuna.storages.RetryHeartbeatStaleTrialCallback.retried_trial_number(trial)
+        value = trial.value if trial.state == optuna.trial.TrialState.COMPLETE else None
+        rows.append(dict(setting or {}, number=trial.number, state=trial.state.name.lower(),
+                         value=value, best_epoch=trial.user_attrs.get("best_epoch"),
+                         epochs_run=trial.user_attrs.get("epochs_run"),
+                         epochs_reported=len(trial.intermediate_values), retry_of=retry_of,
+                         folder=None if setting is None else os.path.join(TRIALS,
+                                                                          trial_name(setting))))
+    return rows
+
+
+def search_table(rows, space):
+    """A markdown table of :func:`trial_rows`, best validation error first."""
+    keys = list(space)
+    lines = ["| trial | state | " + " | ".join(keys) + " | epochs | best epoch | best validation "
+             "error | retry of |",
+             "| ---: | --- | " + " | ".join("---:" for _ in keys) + " | ---: | ---: | ---: | ---: |"]
+    ordered = sorted(rows, key=lambda r: (r["value"] is None, r["value"] or 0.0, r["number"]))
+    for row in ordered:
+        cells = [f"{row[key]:g}" if isinstance(row.get(key), (int, float)) else
+                 str(row.get(key, "-")) for key in keys]
+        value = "-" if row["value"] is None else f"{100 * row['value']:.2f}%"
+        epochs = row["epochs_run"] if row["epochs_run"] is not None else row["epochs_reported"]
+        lines.append(f"| {row['number']} | {row['state']} | {' | '.join(cells)} | {epochs} | "
+                     f"{row['best_epoch'] if row['best_epoch'] is not None else '-'} | {value} | "
+                     f"{'-' if row['retry_of'] is None else row['retry_of']} |")
+    return "\n".join(lines) + "\n"
+
+
+def _figures(study, output_dir):
+    """Draw Optuna's figures into the search folder; returns name -> file or the reason why not."""
+    space = study.user_attrs["settings"]["space"]
+    varied = [key for key, values in space.items() if len(values) > 1]
+    draw = {"history": lambda: optuna_plots.plot_optimization_history(study),
+            "importances": lambda: optuna_plots.plot_param_importances(study, params=varied),
+            "parallel": lambda: optuna_plots.plot_parallel_coordinate(study, params=varied)}
+    drawn = {}
+    for name, function in draw.items():
+        if name != "history" and not varied:
+            drawn[name] = "not drawn: the search varies no hyperparameter"
+            continue
+        with quiet_optuna():
+            try:
+                axes = function()
+            except (ValueError, RuntimeError, ZeroDivisionError) as error:
+                drawn[name] = f"not drawn: {error}"
+                continue
+        axes = getattr(axes, "flat", [axes])
+        figure = next(iter(axes)).figure
+        figure.set_size_inches(9.0, 5.0)
+        figure.tight_layout()
+        plots.save_png(figure, os.path.join(output_dir, FIGURES[name]))
+        matplotlib.pyplot.close(figure)
+        drawn[name] = FIGURES[name]
+    return drawn
+
+
+def report_search(output_dir, storage=None, mc_samples=MC_SAMPLES, data_dir=None, ctx=None,
+                  figures=True, command=None):
+    """Write ``search.md`` (and the figures) of a search folder; re-evaluate its best trial on
+    the test set once (its run folder's ``result.json``, :func:`~.protocol.report`).
+
+    Returns
+    -------
+    dict
+        'rows' (:func:`trial_rows`), 'best' (the best row, or None), 'result' (the best trial's
+        report, or None), 'figures' (name -> file, or why it was not drawn).
+    """
+    study = load_search(output_dir, storage)
+    settings = study.user_attrs["settings"]
+    rows = trial_rows(study)
+    complete = [row for row in rows if row["value"] is not None and row["folder"] is not None]
+    best = min(complete, key=lambda r: (r["value"], r["number"])) if complete else None
+    result = None
+    if best is not None:
+        result = report(os.path.join(output_dir, best["folder"]), mc_samples=mc_samples,
+                        data_dir=data_dir, ctx=ctx, command=command)
+    drawn = _figures(study, output_dir) if figures else {}
+    counts = {}
+    for row in rows:
+        counts[row["state"]] = counts.get(row["state"], 0) + 1
+    changed = "".join(f", {key}={value}" for key, value in sorted(settings["overrides"].items()))
+    text = [f"# Search of {settings['base']}{changed}",
+            "",
+            f"Sampler {settings['sampler']}, pruner {settings['pruner']}, {settings['epochs']} "
+            f"epochs per trial at most; trials: "
+            + ", ".join(f"{count} {state}" for state, count in sorted(counts.items())) + ". "
+            "The value of a trial is the lowest validation error of the posterior mean over its "
+            "epochs; the search never touches the test set.",
+            ""]
+    if result is not None:
+        text += [f"Best trial: {best['number']} ({best['folder']}), validation error "
+                 f"{100 * best['value']:.2f}% at epoch {result['best_epoch']}; re-evaluated once "
+                 f"on the test set: {100 * result['test_error_mean']:.2f}% (posterior mean), "
+                 f"{100 * result['test_error_mc']:.2f}% (MC {result['mc_samples']} samples).", ""]
+    text += [search_table(rows, settings["space"])]
+    text += [f"![{name}]({file})" if file in FIGURES.values() else f"{name}: {file}"
+             for name, file in drawn.items()]
+    if command:
+        text += ["", f"Command: `{command}`"]
+    atomic_write_bytes(os.path.join(output_dir, SEARCH_MD), ("\n".join(text) + "\n").encode("utf-8"))
+    return {"rows": rows, "best": best, "result": result, "figures": drawn}

@@ -1,0 +1,280 @@
+"""The hyperparameter search on Optuna (gluon_bbb.experiments.search, ``gluon-bbb search``):
+SQLite with two worker processes, a killed worker's trial retried and resumed, pruning, a real
+PostgreSQL server, bad storage URLs, and the report. On the random fake MNIST (nothing is
+learnt): these are tests of the machinery, not of accuracy."""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import optuna
+import pytest
+
+from gluon_bbb.cli import main
+from gluon_bbb.experiments import search, search_report
+from gluon_bbb.experiments.configs import PAPER_GRID
+
+SMALL = ["--hidden", "8", "--subset", "64", "--num-samples", "1", "--pi", "0.5",
+         "--log-sigma1", "0", "--no-progress"]
+
+
+def _search_args(out, data, *extra):
+    return ["search", "--output-dir", str(out), "--data-dir", str(data)] + SMALL + list(extra)
+
+
+def _study(out, storage=None):
+    return search_report.load_search(str(out), storage)
+
+
+def _trials(out, storage=None):
+    return _study(out, storage).get_trials(deepcopy=False)
+
+
+# ---------------------------------------------------------------------------- the space
+def test_the_default_space_is_the_papers_grid():
+    space = search.search_space()
+    assert space == {key: list(values) for key, values in PAPER_GRID.items()}
+    assert len(search.grid_settings()) == 3 * 4 * 3 * 3 * 3 == 324
+    space = search.search_space(optimizer=["adam", "sgd"], lr_decay=[1.0, 0.98])
+    assert list(space)[-2:] == ["optimizer", "lr_decay"]
+    setting = dict(lr=1e-3, num_samples=2, pi=0.25, log_sigma1=1.0, log_sigma2=7.0,
+                   optimizer="sgd", lr_decay=0.98)
+    assert search.trial_name(setting) == "lr0.001_samples2_pi0.25_logsigma1-1_logsigma2-7_sgd_decay0.98"
+    grid = search.grid_settings({"log_sigma1": [0.0, 6.0], "log_sigma2": [6.0, 7.0]})
+    assert all(s["log_sigma2"] > s["log_sigma1"] for s in grid)  # invalid priors left out
+    assert len(grid) == 3 * 4 * 3 * 3
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"space": {"lr": [0.1]}, "base": "bbb-gaussian-400"}, "Gaussian prior"),
+    ({"space": {"lr": [0.1]}, "base": "sgd-400"}, "Bayes-by-Backprop configuration"),
+    ({"space": {"lr": [0.1]}, "sampler": "tpe"}, "needs a number of trials"),
+    ({"space": {"lr": [0.1]}, "overrides": {"lr": 0.1}}, "both searched and overridden"),
+    ({"space": {"lr": [0.1]}, "pruner": "asha"}, "pruner one of hyperband"),
+])
+def test_bad_searches_are_refused_before_anything_is_written(kwargs, message):
+    kwargs = dict(kwargs)
+    space = search.search_space(**kwargs.pop("space"))
+    with pytest.raises(ValueError, match=message):
+        search.study_settings(space, 1, **kwargs)
+
+
+@pytest.mark.parametrize("values, message", [({"lr": [-1.0]}, "lr must be a positive"),
+                                             ({"lr": [1e-3, 1e-3]}, "distinct"),
+                                             ({"momentum": [0.9]}, "unknown search keys"),
+                                             ({"optimizer": ["bogus"]}, "unknown optimizer")])
+def test_bad_spaces_are_refused(values, message):
+    with pytest.raises(ValueError, match=message):
+        search.search_space(**values)
+
+
+# ---------------------------------------------------------------------------- SQLite
+def test_two_workers_share_one_sqlite_study_and_run_each_grid_point_once(tmp_path, fake_mnist,
+                                                                          capsys):
+    out = tmp_path / "search"
+    args = _search_args(out, fake_mnist, "--epochs", "2", "--lr", "1e-3", "1e-2",
+                        "--log-sigma2", "6", "7", "8", "--pruner", "none", "--workers", "2")
+    assert main(args) == 0
+    assert "6 trials (6 complete)" in capsys.readouterr().out
+    trials = _trials(out)
+    settings = [tuple(sorted(t.params.items())) for t in trials]
+    assert len(trials) == 6 and len(set(settings)) == 6  # every grid point once
+    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
+    workers = {t.user_attrs["worker"] for t in trials}
+    assert len(workers) == 2, workers  # both workers ran trials
+    for trial in trials:  # every trial is an ordinary run folder, the test set untouched
+        folder = out / trial.user_attrs["folder"]
+        assert json.loads((folder / "config.json").read_text())["lr"] == trial.params["lr"]
+        assert (folder / "best.bbb").is_file() and not (folder / "result.json").exists()
+        assert trial.value == min(trial.intermediate_values.values())
+        assert sorted(trial.intermediate_values) == [1, 2]
+    # running the command again finds nothing to do
+    assert main(args[:-2]) == 0
+    assert len(_trials(out)) == 6
+
+
+def test_a_killed_workers_trial_is_retried_and_resumes_its_folder(tmp_path, fake_mnist):
+    out = tmp_path / "search"
+    args = _search_args(out, fake_mnist, "--epochs", "200", "--lr", "1e-3", "--log-sigma2", "6",
+                        "--pruner", "none", "--heartbeat", "1")
+    command = [sys.executable, "-m", "gluon_bbb"] + args
+    worker = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env=dict(os.environ, OMP_NUM_THREADS="1"))
+    trial_dir = out / "trials" / "lr0.001_samples1_pi0.5_logsigma1-0_logsigma2-6"
+    deadline = time.time() + 120
+    while not (trial_dir / "best.bbb").exists():  # an epoch done
+        assert worker.poll() is None and time.time() < deadline
+        time.sleep(0.05)
+    worker.send_signal(signal.SIGKILL)
+    worker.wait()
+    (first,) = _trials(out)
+    assert first.state == optuna.trial.TrialState.RUNNING  # as the dead worker left it
+    done = len(first.intermediate_values)  # the kill may come between checkpoint and report
+    assert done < 200
+
+    assert main(args) == 0  # a new worker: waits out the grace period, then retries
+    failed, retried = _trials(out)
+    assert failed.state == optuna.trial.TrialState.FAIL
+    assert retried.state == optuna.trial.TrialState.COMPLETE
+    assert search_report.trial_rows(_study(out))[1]["retry_of"] == failed.number
+    assert retried.params == failed.params
+    assert sorted(retried.intermediate_values) == list(range(1, 201))
+    sessions = json.loads((trial_dir / "sessions.json").read_text())
+    assert sessions[-1]["epochs_before"] >= max(done, 1)  # resumed, not restarted
+    assert sessions[-1]["epochs_after"] == 200
+
+
+class _PruneAfterTwo(optuna.pruners.BasePruner):
+    def prune(self, study, trial):
+        return len(trial.intermediate_values) >= 2
+
+
+def test_a_pruned_trial_stops_with_its_folder_complete(tmp_path, fake_mnist):
+    out = tmp_path / "search"
+    out.mkdir()
+    space = search.search_space(lr=[1e-3], num_samples=[1], pi=[0.5], log_sigma1=[0.0],
+                                log_sigma2=[6.0])
+    settings = search.study_settings(space, 5, overrides={"hidden": [8], "subset": 64},
+                                     pruner="none")
+    storage = search.open_storage(search.storage_url(str(out)), heartbeat_interval=5)
+    study = optuna.create_study(storage=storage, study_name=search.STUDY_NAME,
+                                pruner=_PruneAfterTwo())
+    study.enqueue_trial(search.grid_settings(space)[0])
+    study.set_user_attr("settings", settings)
+    assert search.work(study, storage, str(out), data_dir=str(fake_mnist)) == 1
+    (trial,) = study.get_trials()
+    assert trial.state == optuna.trial.TrialState.PRUNED
+    folder = out / trial.user_attrs["folder"]
+    sessions = json.loads((folder / "sessions.json").read_text())
+    assert sessions[-1]["outcome"] == "stopped by TrialPruned"
+    assert sessions[-1]["epochs_after"] == 2 and (folder / "best.bbb").is_file()
+
+
+def test_the_report_evaluates_the_best_trial_once_and_draws_the_figures(tmp_path, fake_mnist,
+                                                                          capsys):
+    out = tmp_path / "search"
+    assert main(_search_args(out, fake_mnist, "--epochs", "2", "--lr", "1e-3", "1e-2",
+                             "--log-sigma2", "6", "--sampler", "random", "--max-trials", "3",
+                             "--pruner", "median")) == 0
+    assert len(_trials(out)) == 3
+    capsys.readouterr()
+    assert main(["search-report", str(out), "--mc-samples", "2", "--data-dir",
+                 str(fake_mnist)]) == 0
+    printed = capsys.readouterr().out
+    text = (out / "search.md").read_text()
+    assert text in printed and "re-evaluated once on the test set" in text
+    rows = search_report.trial_rows(_study(out))
+    best = min((r for r in rows if r["value"] is not None), key=lambda r: (r["value"], r["number"]))
+    result = json.loads((out / best["folder"] / "result.json").read_text())
+    assert f"{100 * result['test_error_mean']:.2f}% (posterior mean)" in text
+    evaluated = [r["folder"] for r in rows if (out / r["folder"] / "result.json").exists()]
+    assert evaluated == [best["folder"]] * evaluated.count(best["folder"])  # the best only
+    for name in search_report.FIGURES.values():
+        assert (out / name).read_bytes().startswith(b"\x89PNG"), name
+
+
+def test_another_search_in_the_same_folder_is_refused(tmp_path, fake_mnist, capsys):
+    out = tmp_path / "search"
+    assert main(_search_args(out, fake_mnist, "--epochs", "1", "--lr", "1e-3",
+                             "--log-sigma2", "6")) == 0
+    capsys.readouterr()
+    assert main(_search_args(out, fake_mnist, "--epochs", "2", "--lr", "1e-3",
+                             "--log-sigma2", "6")) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "searches something else (epochs: 1 there, 2 now)" in err[0]
+
+
+# ---------------------------------------------------------------------------- bad storage
+@pytest.mark.parametrize("url, message", [
+    ("bogus://nowhere", "cannot open the study storage bogus://nowhere"),
+    ("postgresql://someone:secret@127.0.0.1:1/none", "cannot open the study storage "
+                                                     "postgresql://someone:***@127.0.0.1:1/none"),
+    ("sqlite:////nonexistent/folder/study.db", "cannot open the study storage"),
+])
+def test_bad_or_unreachable_storage_is_one_line(url, message, tmp_path, fake_mnist, capsys):
+    code = main(_search_args(tmp_path / "s", fake_mnist, "--epochs", "1", "--storage", url))
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and message in err
+    assert "secret" not in err
+
+
+def test_report_of_a_folder_without_a_study_is_one_line(tmp_path, capsys):
+    assert main(["search-report", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "study.db not found" in err[0]
+
+
+# ---------------------------------------------------------------------------- PostgreSQL
+def _postgres_bin():
+    for root in sorted(__import__("glob").glob("/usr/lib/postgresql/*/bin"), reverse=True):
+        if os.path.isfile(os.path.join(root, "initdb")):
+            return root
+    return None
+
+
+def _free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def postgres():
+    """A PostgreSQL server from Debian's binaries, as the ``postgres`` user, on a temporary
+    folder and a free localhost port; yields its URL and stops it afterwards."""
+    bin_dir = _postgres_bin()
+    if bin_dir is None:
+        pytest.skip("PostgreSQL's server binaries are missing (apt-get install postgresql)")
+    if os.geteuid() != 0 or shutil.which("runuser") is None:
+        pytest.skip("starting PostgreSQL as the postgres user needs root and runuser")
+    try:
+        __import__("psycopg")
+    except ImportError:
+        pytest.skip("the psycopg driver is missing (pip install \"psycopg[binary]\")")
+    root = tempfile.mkdtemp(prefix="gluon-bbb-pg-")  # pytest's tmp_path is root's only
+    os.chmod(root, 0o755)
+    data = os.path.join(root, "pgdata")
+    os.mkdir(data)
+    shutil.chown(data, "postgres")
+    port = _free_port()
+
+    def as_postgres(*command):
+        return subprocess.run(["runuser", "-u", "postgres", "--"] + list(command),
+                              capture_output=True, text=True, timeout=120)
+
+    made = as_postgres(f"{bin_dir}/initdb", "-D", str(data), "-A", "trust", "-U", "postgres")
+    assert made.returncode == 0, made.stderr
+    started = as_postgres(f"{bin_dir}/pg_ctl", "-D", str(data), "-l", os.path.join(data, "log"), "-w",
+                          "-o", f"-p {port} -k {data} -c listen_addresses=127.0.0.1", "start")
+    assert started.returncode == 0, started.stderr
+    try:
+        created = as_postgres(f"{bin_dir}/createdb", "-h", "127.0.0.1", "-p", str(port), "study")
+        assert created.returncode == 0, created.stderr
+        yield f"postgresql://postgres@127.0.0.1:{port}/study"
+    finally:
+        as_postgres(f"{bin_dir}/pg_ctl", "-D", str(data), "-m", "fast", "-w", "stop")
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_two_workers_share_a_study_on_a_real_postgresql_server(postgres, tmp_path, fake_mnist,
+                                                               capsys):
+    out = tmp_path / "search"
+    assert main(_search_args(out, fake_mnist, "--epochs", "2", "--lr", "1e-3", "1e-2",
+                             "--log-sigma2", "6", "7", "--pruner", "hyperband", "--workers",
+                             "2", "--storage", postgres)) == 0
+    assert not (out / "study.db").exists()  # the study lives in PostgreSQL
+    trials = _trials(out, postgres)
+    assert len(trials) == 4 and len({tuple(sorted(t.params.items())) for t in trials}) == 4
+    assert {t.state for t in trials} <= {optuna.trial.TrialState.COMPLETE,
+                                         optuna.trial.TrialState.PRUNED}
+    assert len({t.user_attrs["worker"] for t in trials}) == 2
+    capsys.readouterr()
+    assert main(["search-report", str(out), "--storage", postgres, "--no-figures",
+                 "--data-dir", str(fake_mnist), "--mc-samples", "2"]) == 0
+    assert "Best trial" in (out / "search.md").read_text()
