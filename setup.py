@@ -12,6 +12,17 @@ setup(
     description="Bayes by Backprop (Blundell et al. 2015) for MXNet Gluon",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    classifiers=[
+        "Development Status :: 3 - Alpha",
+        "Intended Audience :: Education",
+        "Intended Audience :: Science/Research",
+        "License :: OSI Approved :: Apache Software License",
+        "Operating System :: POSIX :: Linux",
+        "Programming Language :: Python :: 3",
+        "Programming Language :: Python :: 3.11",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
     packages=find_packages(include=["gluon_bbb", "gluon_bbb.*"]),
     # The fused operator's C++ source; it is compiled on first use, never shipped built.
     package_data={"gluon_bbb": ["_ext/*.cc"]},

@@ -2,6 +2,7 @@
 the device (one host sync per epoch), the checks at an epoch's end, the learning-rate
 schedule's check and the readable log line."""
 import math
+import time
 import warnings
 
 from mxnet import gluon, nd
@@ -70,11 +71,13 @@ class EpochTotals:
         self.num_steps += 1
         self.num_examples += label.shape[0]
 
-    def record(self, epoch, seconds):
+    def record(self, epoch, start):
         """The history record of epoch ``epoch`` (from 1) after :func:`finish_epoch_checks`:
-        'epoch', 'loss', 'nll', 'complexity', 'skipped_steps', 'seconds' and, for
+        'epoch', 'loss', 'nll', 'complexity', 'skipped_steps', 'seconds' (since ``start``, a
+        ``time.time()``, measured after the sync: MXNet runs asynchronously) and, for
         classification, 'train_error'. The epoch's one host sync."""
         totals = nd.concat(self.sums, self.counts, dim=0).asnumpy()
+        seconds = time.time() - start
         finish_epoch_checks(totals, self.num_steps, epoch, self.num_outputs)
         record = {"epoch": epoch, "loss": float(totals[0]), "nll": float(totals[1]),
                   "complexity": float(totals[2]), "skipped_steps": int(totals[4]),

@@ -322,7 +322,7 @@ class BBBTrainer:
                 label = label.as_in_context(self.ctx).astype(dtype, copy=False)
                 pi = pis[min(i, num_batches - 1):min(i, num_batches - 1) + 1]
                 totals.add(label, pi, *self.step(data, label, pi))
-            record = totals.record(epoch + 1, time.time() - start)  # the epoch's one host sync
+            record = totals.record(epoch + 1, start)  # the epoch's one host sync
             self.set_mean()
             if eval_data is not None and self.loss.likelihood == "softmax":
                 record["test_error"] = self.evaluate(eval_data)

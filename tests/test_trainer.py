@@ -364,3 +364,28 @@ def test_epoch_log_line_is_readable():
                                       "1,056,316)  train 1.76%  test 2.47%  4.3 s")
     assert "validation 2.47%" in epoch_line(record, 10, "validation")
     assert "2 steps skipped" in epoch_line(dict(record, skipped_steps=2), 10)
+
+
+def test_epoch_seconds_are_measured_after_the_epochs_one_sync(monkeypatch):
+    """MXNet runs asynchronously: the clock must be read after the host sync, or 'seconds'
+    would count the dispatch of the epoch's operations, not their computation."""
+    from gluon_bbb import epochs
+    totals = epochs.EpochTotals(False, None, mx.cpu(), "float32")
+    one = mx.nd.ones((1,))
+    totals.add(mx.nd.zeros((4,)), one, one, one, one, None, one)
+    events = []
+    concat = mx.nd.concat
+
+    class Synced:
+        def __init__(self, array):
+            self.array = array
+
+        def asnumpy(self):
+            events.append("sync")
+            return self.array.asnumpy()
+
+    monkeypatch.setattr(epochs.nd, "concat", lambda *a, **k: Synced(concat(*a, **k)))
+    monkeypatch.setattr(epochs.time, "time", lambda: events.append("clock") or 10.0)
+    record = totals.record(1, start=4.0)
+    assert events == ["sync", "clock"] and record["seconds"] == 6.0
+    assert record["loss"] == 1.0 and record["skipped_steps"] == 0
