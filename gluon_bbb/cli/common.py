@@ -11,7 +11,7 @@ from ..experiments import configs, protocol, runfolder
 from ..runlock import RunFolderLock
 
 __all__ = ["PROG", "PRUNING_JSON", "PRUNING_MD", "FIGURES", "MC_SAMPLES", "number", "fraction",
-           "add_overrides", "overrides_of", "add_trust", "add_common", "result_line", "errors_line",
+           "add_overrides", "overrides_of", "add_trust", "add_common", "add_training_options", "result_line", "errors_line",
            "log_to", "train_into"]
 
 logger = logging.getLogger("gluon_bbb.cli")
@@ -97,6 +97,14 @@ def add_common(parser):
     parser.add_argument("--data-dir", default=None,
                         help=f"folder holding the data set (default: ${data.DATA_ENV_VAR}/<dataset>, "
                              "then MXNet's cache)")
+
+
+def add_training_options(parser):
+    """The options of every command that trains: :func:`add_common`, ``--no-progress`` and
+    :func:`add_trust`."""
+    add_common(parser)
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_trust(parser)
 
 
 def result_line(mean_error, mc_error, num_samples):

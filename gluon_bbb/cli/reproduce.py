@@ -6,8 +6,8 @@ import os
 
 from ..context import resolve_context
 from ..experiments import configs, protocol, runfolder
-from .common import (MC_SAMPLES, add_common, add_overrides, add_trust, number, overrides_of,
-                     train_into)
+from .common import (MC_SAMPLES, add_common, add_overrides, add_training_options, number,
+                     overrides_of, train_into)
 
 __all__ = ["add_parsers", "reproduce_command", "reproduce_report_command"]
 
@@ -30,9 +30,7 @@ def add_parsers(commands):
     rerun.add_argument("--mc-samples", type=number(int, 1, True), default=MC_SAMPLES,
                        help="weight samples of the Monte Carlo test error")
     add_overrides(rerun)
-    add_common(rerun)
-    rerun.add_argument("--no-progress", action="store_true", help="no progress bar")
-    add_trust(rerun)
+    add_training_options(rerun)
     rerun.set_defaults(func=reproduce_command, command_line=None)
 
     rereport = commands.add_parser(

@@ -10,8 +10,8 @@ import sys
 from ..context import resolve_context
 from ..experiments import configs, search_report
 from ..experiments import search as optuna_search
-from .common import (MC_SAMPLES, PROG, add_common, add_overrides, add_trust, log_to, number,
-                     overrides_of)
+from .common import (MC_SAMPLES, PROG, add_common, add_overrides, add_training_options, log_to,
+                     number, overrides_of)
 
 __all__ = ["add_parsers", "search_command", "search_report_command"]
 
@@ -72,9 +72,7 @@ def add_parsers(commands):
     search.add_argument("--dry-run", action="store_true",
                         help="print the grid's settings and exit without training")
     add_overrides(search)
-    add_common(search)
-    search.add_argument("--no-progress", action="store_true", help="no progress bar")
-    add_trust(search)
+    add_training_options(search)
     search.set_defaults(func=search_command, command_line=None)
 
     report = commands.add_parser(

@@ -13,7 +13,7 @@ import time
 from .. import data
 from ..context import resolve_context
 from ..experiments import configs, runfolder
-from .common import MC_SAMPLES, add_common, add_trust, number, train_into
+from .common import MC_SAMPLES, add_training_options, number, train_into
 
 __all__ = ["add_parsers", "train_command", "train_config"]
 
@@ -48,7 +48,6 @@ def add_parsers(commands):
                        help="multiplies the complexity cost; below 1 tempers the posterior")
     train.add_argument("--rho-init", type=float, default=-5.0, help="initial rho, sigma = softplus(rho)")
     train.add_argument("--seed", type=number(int, 0, True), default=0, help="seeds MXNet, NumPy and the trainer")
-    add_common(train)
     train.add_argument("--preprocessing", choices=data.PREPROCESSING_METHODS, default="paper")
     train.add_argument("--num-validation", type=number(int, 1, True), default=10000,
                        help="last training images held out for validation: the epoch with the "
@@ -61,8 +60,7 @@ def add_parsers(commands):
                        help="continue the run in --output-dir (same options), if there is one")
     train.add_argument("--mc-samples", type=number(int, 1, True), default=MC_SAMPLES,
                        help="weight samples of the Monte Carlo test error")
-    train.add_argument("--no-progress", action="store_true", help="no progress bar")
-    add_trust(train)
+    add_training_options(train)
     train.set_defaults(func=train_command, command_line=None)
 
 
