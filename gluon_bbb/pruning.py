@@ -239,8 +239,13 @@ class PrunedNetwork:
         save_parameter_file(self.apply(), path)  # atomic
 
     def __repr__(self):
-        return (f"{type(self).__name__}(method={self.method!r}, fraction={self.fraction!r}, "
-                f"num_nonzero={self.num_nonzero}, num_weights={self.num_weights})")
+        """What was asked (method, fraction; unknown for a network read from a file) and what
+        the network holds (its nonzero weights)."""
+        asked = ("" if self.method is None and self.fraction is None else
+                 f"method={self.method!r}, fraction={self.fraction!r}, ")
+        zero = 1.0 - self.num_nonzero / self.num_weights if self.num_weights else 0.0
+        return (f"{type(self).__name__}({asked}num_nonzero={self.num_nonzero}, "
+                f"num_weights={self.num_weights}, {100 * zero:.1f}% zero)")
 
 
 def _pruned_arrays(means, covered, keep):

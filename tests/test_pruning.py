@@ -168,6 +168,10 @@ def test_save_and_reload_keep_the_zeros_and_the_predictions(trained, tmp_path):
     loaded = pruning.load_pruned(path, small_mlp())
     assert loaded.net is not trainer.net
     assert (loaded.num_nonzero, loaded.num_weights) == (pruned.num_nonzero, pruned.num_weights)
+    assert repr(pruned) == (f"PrunedNetwork(method='snr', fraction=0.75, num_nonzero="
+                            f"{pruned.num_nonzero}, num_weights={pruned.num_weights}, 75.0% zero)")
+    assert repr(loaded) == (f"PrunedNetwork(num_nonzero={pruned.num_nonzero}, "
+                            f"num_weights={pruned.num_weights}, 75.0% zero)")  # no None
     for a, b in zip(net_values(loaded.net), [v.asnumpy() for v in pruned.arrays]):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_allclose(loaded.predict_proba(x).asnumpy(), expected, rtol=1e-6, atol=1e-7)
