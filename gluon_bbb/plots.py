@@ -18,7 +18,7 @@ import numbers
 
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import MaxNLocator, NullFormatter, ScalarFormatter
 
 from ._checks import check_finite_1d, check_int, check_mapping
 from .checkpoint import atomic_write_bytes
@@ -332,13 +332,17 @@ def log_snr_density(snr, cutoffs=None, ax=None, bins=200):
 
 # ---------------------------------------------------------------------------- Table 2
 def pruning_curve(table, ax=None):
-    """Test error against the fraction of weights removed, one line per pruning method.
+    """Test error against the share of weights kept, one line per pruning method (Table 2).
+
+    Both axes are logarithmic: the interesting region (90-99% of the weights removed, errors
+    of a few percent) is then spread out instead of squeezed into a corner. The x axis runs
+    from all weights kept (left) to few kept (right).
 
     Parameters
     ----------
     table : list of dict
         Rows of :func:`gluon_bbb.pruning.pruning_table` (or read back from its JSON), each
-        with 'fraction', 'method' and 'test_error'.
+        with 'fraction' (removed, in [0, 1)), 'method' and 'test_error'.
     ax : matplotlib Axes, optional
 
     Returns
@@ -350,14 +354,35 @@ def pruning_curve(table, ax=None):
     for row in table:
         if not isinstance(row, dict) or not {"fraction", "method", "test_error"} <= set(row):
             raise ValueError(f"each row of table needs 'fraction', 'method' and 'test_error', got {row!r}")
+        if not (0 <= row["fraction"] < 1 and row["test_error"] > 0):
+            raise ValueError(f"each row needs a fraction in [0, 1) and a positive test error, got {row!r}")
     methods = list(dict.fromkeys(row["method"] for row in table))
     ax = ax if ax is not None else axes_for()
     for method, color in zip(methods, _colors(len(methods))):
         rows = sorted((row for row in table if row["method"] == method), key=lambda r: r["fraction"])
-        ax.plot([100 * r["fraction"] for r in rows], [100 * r["test_error"] for r in rows],
+        ax.plot([100 * (1 - r["fraction"]) for r in rows], [100 * r["test_error"] for r in rows],
                 marker="o", color=color, label=METHOD_LABELS.get(method, method))
-    ax.set_xlabel("weights removed (%)")
-    ax.set_ylabel("test error (%)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.invert_xaxis()
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(ScalarFormatter())
+        axis.set_minor_formatter(NullFormatter())
+    kept = sorted({100 * (1 - row["fraction"]) for row in table})
+    ax.set_xticks(kept)
+    ax.set_xticklabels([f"{value:g}" for value in kept])
+    low, high = min(errors := [100 * row["test_error"] for row in table]), max(errors)
+    nice = [m * 10.0 ** e for e in range(-2, 3) for m in (1, 2, 5)]
+    ticks = [t for t in nice if low / 1.1 <= t <= high * 1.1]
+    if len(ticks) < 3:  # often all within one decade (1.5% to 1.8%, say)
+        ticks = sorted({float(f"{v:.2g}") for v in np.geomspace(low, high, 6)})
+    elif low < ticks[0] / 1.3:  # label the unpruned network's error too
+        ticks.insert(0, float(f"{low:.2g}"))
+    ax.set_yticks(ticks)
+    ax.set_yticklabels([f"{value:g}" for value in ticks])
+    ax.set_xlabel("weights kept (%, log scale)")
+    ax.set_ylabel("test error (%, log scale)")
+    ax.set_title("test error as weights are removed")
     ax.legend(title="removed first: lowest", frameon=False)
     _despine(ax)
     return ax.figure

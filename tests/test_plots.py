@@ -128,9 +128,19 @@ def test_pruning_curve_one_line_per_method_in_fraction_order():
     ]
     (ax,) = plots.pruning_curve(table).axes
     assert labels_of(ax) == [plots.METHOD_LABELS["snr"], plots.METHOD_LABELS["naive"]]
-    np.testing.assert_allclose(ax.lines[0].get_xdata(), [0, 50])
+    np.testing.assert_allclose(ax.lines[0].get_xdata(), [100, 50])  # weights kept (%)
     np.testing.assert_allclose(ax.lines[0].get_ydata(), [1.8, 2.0])
     np.testing.assert_allclose(ax.lines[1].get_ydata(), [1.8, 5.0])
+    # both axes logarithmic, fewer weights kept to the right
+    assert ax.get_xscale() == ax.get_yscale() == "log"
+    left, right = ax.get_xlim()
+    assert left > right
+    assert "kept" in ax.get_xlabel() and "log" in ax.get_ylabel()
+
+
+def test_pruning_curve_refuses_a_fraction_it_cannot_draw_on_a_log_axis():
+    with pytest.raises(ValueError, match="fraction in \\[0, 1\\)"):
+        plots.pruning_curve([{"fraction": 1.0, "method": "snr", "test_error": 0.9}])
 
 
 def test_posterior_gaussian_is_a_normal_density_and_stacks_on_one_axes():
