@@ -232,8 +232,11 @@ def _density_line(values, edges):
     return 0.5 * (edges[:-1] + edges[1:]), counts / (values.size * widths)
 
 
-def weight_densities(named_weight_arrays, ax=None, bins=200, limits=None):
+def weight_densities(named_weight_arrays, ax=None, bins=200, limits=None, log_density=True):
     """Density of the weights of several networks on one axes (the paper's Fig. 3).
+
+    The density axis is logarithmic by default: a Bayes-by-Backprop network's spike at zero
+    (a density near 100) would otherwise flatten the tails, where the networks differ.
 
     Parameters
     ----------
@@ -244,6 +247,8 @@ def weight_densities(named_weight_arrays, ax=None, bins=200, limits=None):
     bins : int, >= 1
     limits : (float, float), optional
         x range; default symmetric, to the 99.5th percentile of |w| over all models.
+    log_density : bool
+        A logarithmic density axis (empty bins are left out of the lines).
 
     Returns
     -------
@@ -268,7 +273,9 @@ def weight_densities(named_weight_arrays, ax=None, bins=200, limits=None):
     for (name, values), color in zip(arrays.items(), _colors(len(arrays))):
         ax.plot(*_density_line(values, edges), color=color, label=name)
     ax.set_xlabel("weight")
-    ax.set_ylabel("density")
+    ax.set_ylabel("density (log scale)" if log_density else "density")
+    if log_density:
+        ax.set_yscale("log")
     ax.set_xlim(low, high)
     ax.legend(frameon=False)
     _despine(ax)

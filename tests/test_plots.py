@@ -98,6 +98,9 @@ def test_weight_densities_one_normalised_line_per_model():
         x, density = line.get_xdata(), line.get_ydata()
         assert np.sum(density) * (x[1] - x[0]) == pytest.approx(1.0, abs=1e-6)  # all within limits
         assert density.max() == pytest.approx(1 / (scale * np.sqrt(2 * np.pi)), rel=0.1)
+    assert ax.get_yscale() == "log" and "log" in ax.get_ylabel()  # the tails stay visible
+    linear = plots.weight_densities(weights, log_density=False).axes[0]
+    assert linear.get_yscale() == "linear" and linear.get_ylabel() == "density"
     assert [t.get_text() for t in ax.get_legend().get_texts()] == list(weights)
 
 
