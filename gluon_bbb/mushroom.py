@@ -6,16 +6,21 @@ categorical attributes (``?`` marks a missing value, kept as a category of its o
 :func:`load_mushroom` checks the format, naming the line of any problem, and one-hot
 encodes the attributes with category sets taken from the data.
 """
+import os
 from collections import namedtuple
 from pathlib import Path
 
 import numpy as np
+
+from .datafolders import DATA_ENV_VAR
 
 __all__ = [
     "ATTRIBUTE_NAMES",
     "CLASS_LETTERS",
     "MushroomData",
     "MushroomFormatError",
+    "FILE_NAME",
+    "default_mushroom_path",
     "parse_mushroom_lines",
     "one_hot_encode",
     "load_mushroom",
@@ -47,6 +52,16 @@ categories : tuple of 22 str
 feature_names : list of F str
     ``"<attribute>=<letter>"`` for each column of ``contexts``.
 """
+
+
+#: The data file of the UCI Mushroom data set.
+FILE_NAME = "agaricus-lepiota.data"
+
+
+def default_mushroom_path():
+    """Where the data file is looked for by default: ``$GLUON_BBB_DATA/mushroom/`` (the folder
+    that also holds ``mnist/``), else ``data/mushroom/`` under the working folder."""
+    return os.path.join(os.environ.get(DATA_ENV_VAR, "data"), "mushroom", FILE_NAME)
 
 
 class MushroomFormatError(ValueError):
@@ -135,13 +150,13 @@ def one_hot_encode(attributes):
     return np.concatenate(blocks, axis=1), tuple(categories)
 
 
-def load_mushroom(path):
+def load_mushroom(path=None):
     """Read, check and encode ``agaricus-lepiota.data``.
 
     Parameters
     ----------
-    path : str or os.PathLike
-        The file; it is read in place, never copied.
+    path : str or os.PathLike, optional
+        The file; it is read in place, never copied. Default :func:`default_mushroom_path`.
 
     Returns
     -------
@@ -154,11 +169,12 @@ def load_mushroom(path):
     MushroomFormatError
         See :func:`parse_mushroom_lines`.
     """
-    path = Path(path)
+    path = Path(default_mushroom_path() if path is None else path)
     if not path.is_file():
         raise FileNotFoundError(
-            f"mushroom data not found at {path}: download agaricus-lepiota.data from the UCI "
-            "Machine Learning Repository (Mushroom data set) and pass its path")
+            f"mushroom data not found at {path}: set {DATA_ENV_VAR} to the folder holding "
+            f"mushroom/{FILE_NAME}, or download {FILE_NAME} from the UCI Machine Learning "
+            "Repository (Mushroom data set) and pass its path")
     with open(path, encoding="utf-8", errors="replace") as stream:
         classes, attributes = parse_mushroom_lines(stream, source=str(path))
     contexts, categories = one_hot_encode(attributes)

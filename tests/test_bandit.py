@@ -82,6 +82,18 @@ def test_many_format_errors_are_summarised_and_missing_files_named(tmp_path):
         load_mushroom(tmp_path / "nowhere.data")
 
 
+def test_the_default_file_is_found_through_gluon_bbb_data(tiny_file, tmp_path, monkeypatch):
+    """The notebook and the CLI leave the path to the package: $GLUON_BBB_DATA/mushroom/."""
+    (tmp_path / "root" / "mushroom").mkdir(parents=True)
+    (tmp_path / "root" / "mushroom" / "agaricus-lepiota.data").write_bytes(tiny_file.read_bytes())
+    monkeypatch.setenv("GLUON_BBB_DATA", str(tmp_path / "root"))
+    assert load_mushroom().edible.tolist() == load_mushroom(tiny_file).edible.tolist()
+    monkeypatch.setenv("GLUON_BBB_DATA", str(tmp_path / "empty"))
+    with pytest.raises(FileNotFoundError, match="set GLUON_BBB_DATA to the folder holding "
+                                                "mushroom/agaricus-lepiota.data"):
+        load_mushroom()
+
+
 # ------------------------------------------------------------------ environment
 def test_rewards_expected_rewards_and_oracle_by_hand(tiny_env):
     indices = np.array([0, 1, 1, 0, 1])  # edible, poisonous, poisonous, edible, poisonous

@@ -3,7 +3,7 @@ import argparse
 import logging
 import os
 
-from .. import data
+from .. import data, mushroom
 from ..context import resolve_context
 from ..experiments import bandit_run
 from .common import log_to, number
@@ -47,7 +47,7 @@ def bandit_command(args):
     resolve_context(args.ctx)
     with log_to(None):
         summary = bandit_run.run_agents(
-            args.mushroom or bandit_run.default_mushroom_path(), args.steps, args.output_dir,
+            args.mushroom or mushroom.default_mushroom_path(), args.steps, args.output_dir,
             agents=args.agents, seed=args.seed, num_minibatches=args.num_minibatches,
             ctx=args.ctx, progress=not args.no_progress, command=args.command_line)
     print(bandit_run.summary_table(summary["agents"]), end="")

@@ -35,7 +35,6 @@ import numpy as np
 
 from .. import bandit, plots
 from ..checkpoint import CheckpointError, atomic_write_bytes, read_json, write_json
-from ..data import DATA_ENV_VAR
 from ..machine import machine_info
 from ..mushroom import load_mushroom
 from ..priors import ScaleMixturePrior
@@ -45,7 +44,6 @@ __all__ = [
     "AGENTS",
     "PAPER_SETTINGS",
     "MAX_CURVE_POINTS",
-    "default_mushroom_path",
     "agent_settings",
     "make_agent",
     "read_agent_record",
@@ -81,11 +79,6 @@ MAX_CURVE_POINTS = 1000
 SUMMARY_JSON = "bandit.json"
 SUMMARY_MD = "bandit.md"
 FIGURE = "regret.png"
-
-
-def default_mushroom_path():
-    """``$GLUON_BBB_DATA/mushroom/agaricus-lepiota.data`` (``data/...`` without the variable)."""
-    return os.path.join(os.environ.get(DATA_ENV_VAR, "data"), "mushroom", "agaricus-lepiota.data")
 
 
 def _check_agent(name):
