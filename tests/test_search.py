@@ -278,3 +278,29 @@ def test_two_workers_share_a_study_on_a_real_postgresql_server(postgres, tmp_pat
     assert main(["search-report", str(out), "--storage", postgres, "--no-figures",
                  "--data-dir", str(fake_mnist), "--mc-samples", "2"]) == 0
     assert "Best trial" in (out / "search.md").read_text()
+
+
+def test_an_interrupted_trial_is_queued_again_and_resumes(tmp_path, fake_mnist, monkeypatch):
+    out = tmp_path / "search"
+    args = _search_args(out, fake_mnist, "--epochs", "3", "--lr", "1e-3", "--log-sigma2", "6",
+                        "--pruner", "none")
+    real_run = search.run
+
+    def interrupted(*a, epoch_callback=None, **k):
+        def stop(record):
+            epoch_callback(record)
+            raise KeyboardInterrupt
+        return real_run(*a, epoch_callback=stop, **k)
+
+    monkeypatch.setattr(search, "run", interrupted)
+    assert main(args) == 130  # Ctrl-C
+    first, queued = _trials(out)
+    assert first.state == optuna.trial.TrialState.FAIL
+    assert queued.state == optuna.trial.TrialState.WAITING
+    monkeypatch.setattr(search, "run", real_run)
+    assert main(args) == 0
+    first, retried = _trials(out)
+    assert retried.state == optuna.trial.TrialState.COMPLETE and retried.params == first.params
+    assert search_report.trial_rows(_study(out))[1]["retry_of"] == first.number
+    sessions = json.loads((out / retried.user_attrs["folder"] / "sessions.json").read_text())
+    assert [s["epochs_before"] for s in sessions] == [0, 1]  # resumed after epoch 1

@@ -272,11 +272,13 @@ def _wait_until_ready(study, settings, timeout=120.0):
 
 
 def _retried_numbers(trials):
-    """Numbers of trials that a later trial retries (their worker died)."""
+    """Numbers of trials that a later trial retries (their worker died or was interrupted)."""
     retried = set()
     with quiet_optuna():
         for trial in trials:
             retried.update(optuna.storages.RetryHeartbeatStaleTrialCallback.retry_history(trial))
+    retried.update(trial.user_attrs["retry_of"] for trial in trials
+                   if isinstance(trial.user_attrs.get("retry_of"), int))  # interrupted ones
     return retried
 
 
@@ -392,8 +394,9 @@ def work(study, storage, output_dir, data_dir=None, ctx=None, progress=False, co
             logger.warning("trial %d failed: %s", trial.number, error)
             trial.set_user_attr("error", str(error)[:500])
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
-        except BaseException:
+        except BaseException:  # Ctrl-C, say: the setting is queued again, its folder resumes
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number})
             raise
         else:
             logger.info("trial %d: best validation error %.2f%%", trial.number, 100 * value)

@@ -73,6 +73,8 @@ def trial_rows(study):
         setting = _setting(trial, space)
         with quiet_optuna():
             retry_of = optuna.storages.RetryHeartbeatStaleTrialCallback.retried_trial_number(trial)
+        if retry_of is None and isinstance(trial.user_attrs.get("retry_of"), int):
+            retry_of = trial.user_attrs["retry_of"]  # queued again after an interruption
         value = trial.value if trial.state == optuna.trial.TrialState.COMPLETE else None
         rows.append(dict(setting or {}, number=trial.number, state=trial.state.name.lower(),
                          value=value, best_epoch=trial.user_attrs.get("best_epoch"),
