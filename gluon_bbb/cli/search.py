@@ -57,7 +57,8 @@ def add_parsers(commands):
     search.add_argument("--max-trials", type=number(int, 1, True), default=None,
                         help="trials of tpe/random; for grid, a seeded random sample of the grid")
     search.add_argument("--search-seed", type=number(int, 0, True), default=0,
-                        help="seeds the grid's sample and the samplers (worker i: seed + i)")
+                        help="seeds the grid's sample and the sampler of the study's creator "
+                             "(workers that join add a salt of their host and process)")
     search.add_argument("--storage", default=None, metavar="URL",
                         help="SQLAlchemy URL of the study's database, e.g. "
                              "postgresql://user:password@host/db (default: sqlite:///"

@@ -26,6 +26,7 @@ import socket
 import threading
 import time
 import warnings
+import zlib
 
 import numpy as np
 import optuna
@@ -223,7 +224,9 @@ def open_study(storage, settings, worker=0):
         What the study searches: 'base', 'overrides', 'space', 'epochs', 'sampler', 'pruner',
         'max_trials', 'seed' (JSON values).
     worker : int
-        This worker's number on its machine; its sampler is seeded ``seed + worker``.
+        This worker's number on its machine. The creator of the study seeds its sampler with
+        ``seed + worker``; workers that join it add a salt from their host and process, so
+        that workers on several machines do not draw the same samples.
 
     Returns
     -------
@@ -240,6 +243,10 @@ def open_study(storage, settings, worker=0):
         study = optuna.create_study(storage=storage, study_name=STUDY_NAME, sampler=sampler,
                                     pruner=pruner, direction="minimize")
     except optuna.exceptions.DuplicatedStudyError:  # another worker created it
+        # Joining workers (other processes, other machines) must not all draw the same
+        # samples: their sampler's seed also depends on the host and the process.
+        salt = zlib.crc32(f"{socket.gethostname()}:{os.getpid()}".encode()) % 2**20
+        sampler = _sampler(settings["sampler"], settings["seed"] + worker + salt)
         study = optuna.load_study(storage=storage, study_name=STUDY_NAME, sampler=sampler,
                                   pruner=pruner)
         _wait_until_ready(study, settings)
