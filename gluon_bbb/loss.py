@@ -6,10 +6,14 @@ from mxnet import gluon
 from ._math import LOG_SQRT_2PI, softplus, sum_of_squares, total
 from .priors import Prior
 
-__all__ = ["BBBLoss", "LIKELIHOODS"]
+__all__ = ["BBBLoss", "LIKELIHOODS", "KL_ESTIMATORS"]
 
 #: Likelihoods P(D_i | w) that :class:`BBBLoss` supports.
 LIKELIHOODS = ("softmax", "gaussian")
+
+
+#: How :class:`BBBLoss` computes the complexity cost.
+KL_ESTIMATORS = ("monte_carlo", "closed_form")
 
 
 class BBBLoss(gluon.loss.Loss):
@@ -33,6 +37,12 @@ class BBBLoss(gluon.loss.Loss):
         Standard deviation of the Gaussian likelihood (known noise); ignored for 'softmax'.
         None learns the noise: the network outputs 2 * D columns, the D means followed by
         D raw scales s, and the likelihood is N(label; mean, softplus(s)^2).
+    kl : {'monte_carlo', 'closed_form'}
+        'monte_carlo' (the paper's): the complexity is log q(w | theta) - log P(w) at the
+        weight sample. 'closed_form': its expectation KL(q || P), exactly
+        (:meth:`~gluon_bbb.GaussianPrior.sum_kl`; the Gaussian prior only), with
+        mu = w - sigma * eps recovered from the sample, so it needs the ``weights, sigmas,
+        epsilons`` inputs. Lower-variance gradients, the same expected cost.
 
     Inputs
     ------
@@ -60,10 +70,17 @@ class BBBLoss(gluon.loss.Loss):
         log q(w | theta) - log P(w), unweighted, summed over all weights.
     """
 
-    def __init__(self, prior, likelihood="softmax", noise_sigma=1.0, **kwargs):
+    def __init__(self, prior, likelihood="softmax", noise_sigma=1.0, kl="monte_carlo", **kwargs):
         super().__init__(weight=None, batch_axis=0, **kwargs)
         if not isinstance(prior, Prior):
             raise TypeError(f"prior must be a GaussianPrior or ScaleMixturePrior, got {prior!r}")
+        if kl not in KL_ESTIMATORS:
+            raise ValueError(f"unknown kl {kl!r}; expected one of {KL_ESTIMATORS}")
+        if kl == "closed_form" and not prior.has_closed_form_kl:
+            raise ValueError(f"kl='closed_form' needs a prior with a closed-form KL divergence "
+                             f"(GaussianPrior); {type(prior).__name__} has none (the paper's "
+                             "reason for the Monte Carlo estimate): use kl='monte_carlo'")
+        self.kl = kl
         if likelihood not in LIKELIHOODS:
             raise ValueError(f"unknown likelihood {likelihood!r}; expected one of {LIKELIHOODS}")
         if noise_sigma is not None:
@@ -96,9 +113,19 @@ class BBBLoss(gluon.loss.Loss):
             log_prior.append(self.prior.sum_log_prob(w, F))
         return F.add_n(*log_q) - F.add_n(*log_prior)
 
+    def closed_form_complexity(self, F, weights, sigmas, epsilons):
+        """KL(q || P) summed over all weights, shape (1,), mu = w - sigma * eps."""
+        return F.add_n(*[self.prior.sum_kl(w - sigma * eps, sigma, F)
+                         for w, sigma, eps in zip(weights, sigmas, epsilons)])
+
     def hybrid_forward(self, F, pred, label, kl_weight, *complexity_inputs):
         nll = self.negative_log_likelihood(F, pred, label)
-        if len(complexity_inputs) == 1:
+        if self.kl == "closed_form":
+            if len(complexity_inputs) != 3:
+                raise TypeError("BBBLoss(kl='closed_form') expects (pred, label, kl_weight, "
+                                "weights, sigmas, epsilons)")
+            complexity = self.closed_form_complexity(F, *complexity_inputs)
+        elif len(complexity_inputs) == 1:
             complexity = complexity_inputs[0]
         elif len(complexity_inputs) == 3:
             complexity = self.complexity(F, *complexity_inputs)

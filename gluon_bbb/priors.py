@@ -38,6 +38,18 @@ class Prior:
         """A JSON-serialisable dict from which :func:`prior_from_config` rebuilds the prior."""
         raise NotImplementedError
 
+    #: Whether :meth:`sum_kl` has a closed form for this prior.
+    has_closed_form_kl = False
+
+    def sum_kl(self, mu, sigma, F=None):
+        """KL(q || P) summed over all weights, for q = N(mu, sigma^2) elementwise, shape (1,).
+
+        Only priors with ``has_closed_form_kl`` implement it; the paper's Monte Carlo
+        estimate (Eq. 8's log q(w | theta) - log P(w)) works for every prior.
+        """
+        raise ValueError(f"{type(self).__name__} has no closed-form KL divergence from a "
+                         "Gaussian posterior; use the Monte Carlo estimate (kl='monte_carlo')")
+
     def __eq__(self, other):
         return type(self) is type(other) and self.config() == other.config()
 
@@ -81,6 +93,31 @@ class GaussianPrior(Prior):
         """
         F = F or get_F(w)
         return _quadratic_total(F, w, -0.5 / self.sigma ** 2, -(math.log(self.sigma) + LOG_SQRT_2PI))
+
+    has_closed_form_kl = True
+
+    def sum_kl(self, mu, sigma, F=None):
+        """KL(N(mu, sigma^2) || N(0, s^2)) summed over all weights, s the prior's sigma:
+
+        sum_j [log(s / sigma_j) + (sigma_j^2 + mu_j^2) / (2 s^2) - 1/2],
+
+        the expectation under q of the paper's Monte Carlo complexity log q(w | theta) -
+        log P(w) (Eq. 8), which the paper notes has closed forms for some prior-posterior
+        pairs (section 3.1; Kingma & Welling 2014, appendix B).
+
+        Parameters
+        ----------
+        mu, sigma : NDArray or Symbol, the same shape, sigma > 0
+        F : module, optional
+
+        Returns
+        -------
+        NDArray or Symbol, (1,)
+        """
+        F = F or get_F(mu)
+        quadratic = (sum_of_squares(F, sigma) + sum_of_squares(F, mu)) * (0.5 / self.sigma ** 2)
+        return quadratic - total(F, F.log(sigma)) + total(F, F.ones_like(mu)) * (
+            math.log(self.sigma) - 0.5)
 
     def config(self):
         return {"name": "gaussian", "sigma": self.sigma}

@@ -25,6 +25,7 @@ from . import persistence, predictive
 from .context import resolve_context
 from .epochs import EpochTotals, NonFiniteLossError, checked_learning_rate, epoch_line
 from .fused import FiniteGuard, FusedAdam, fused_path, variational_sample
+from ._math import softplus
 from .loss import BBBLoss
 from .posterior import GaussianNoise, VariationalPosterior, assign_arrays
 from .predictive import SAMPLING_METHODS
@@ -184,7 +185,9 @@ class BBBTrainer:
         if self.fused:
             mus = [mu.data() for mu in self.posterior.mus]
             rhos = [rho.data() for rho in self.posterior.rhos]
-            weights, complexity, _ = variational_sample(mus, rhos, self.loss.prior)
+            weights, complexity, epsilons = variational_sample(mus, rhos, self.loss.prior)
+            if self.loss.kl == "closed_form":  # the closed form needs sigma and eps
+                return weights, (weights, [softplus(nd, rho) for rho in rhos], epsilons)
             return weights, (complexity,)
         epsilons = self.noise.sample()
         outputs = self.posterior(*epsilons)

@@ -542,3 +542,34 @@ def test_local_sampling_treats_a_parameter_outside_the_posterior_as_a_constant()
     mx.random.seed(6)
     outputs = [o[0] for o in predictive.sample_outputs(trainer, [nd.array(x)], 3000, "local")]
     assert_moments_match(nd.stack(*outputs).asnumpy().astype(np.float64), mean, variance)
+
+
+@pytest.mark.parametrize("path", ["fused", "mxnet"])
+def test_closed_form_kl_through_either_path_has_the_analytic_gradient(path):
+    """kl='closed_form' on the fused path recovers mu = w - sigma * eps from the operator's
+    sample: the gradient must be the closed form's own, d/dmu = mu / s^2 and
+    d/drho = (sigma / s^2 - 1 / sigma) * sigmoid(rho), whatever the noise."""
+    if path == "fused":
+        fused_or_skip()
+    rng = np.random.default_rng(2)
+    shapes = [(30, 20), (30,)]
+    mus = [nd.array(rng.normal(scale=0.5, size=s), dtype="float64") for s in shapes]
+    rhos = [nd.array(rng.uniform(-6, 1, size=s), dtype="float64") for s in shapes]
+    for array in mus + rhos:
+        array.attach_grad()
+    loss = BBBLoss(GaussianPrior(0.5), kl="closed_form")
+    with autograd.record():
+        sigmas = [softplus(nd, r) for r in rhos]
+        if path == "fused":
+            weights, _, eps = fused.variational_sample(mus, rhos, loss.prior)
+        else:
+            eps = [nd.array(rng.normal(size=s), dtype="float64") for s in shapes]
+            weights = [m + s * e for m, s, e in zip(mus, sigmas, eps)]
+        kl = loss.closed_form_complexity(nd, weights, sigmas, eps)
+    kl.backward()
+    for mu, rho in zip(mus, rhos):
+        m, r = mu.asnumpy(), rho.asnumpy()
+        sigma = np.log1p(np.exp(r))
+        np.testing.assert_allclose(mu.grad.asnumpy(), m / 0.25, rtol=1e-6, atol=1e-9)
+        np.testing.assert_allclose(rho.grad.asnumpy(), (sigma / 0.25 - 1 / sigma) / (1 + np.exp(-r)),
+                                   rtol=1e-6, atol=1e-9)

@@ -167,3 +167,79 @@ def test_kl_weights_uniform_and_blundell_eq9():
         kl_weights("linear", 3)
     with pytest.raises(ValueError, match="num_batches"):
         kl_weights("uniform", 0)
+
+
+# ---------------------------------------------------------------------------- closed-form KL
+def numpy_gaussian_kl(mus, sigmas, s):
+    """sum KL(N(mu, sigma^2) || N(0, s^2)) in float64, written from the densities' definition."""
+    return sum(np.sum(np.log(s / sg) + (sg ** 2 + m ** 2) / (2 * s ** 2) - 0.5)
+               for m, sg in zip(mus, sigmas))
+
+
+@pytest.mark.parametrize("hybridize", [False, True])
+def test_closed_form_kl_matches_a_float64_formula(hybridize):
+    net, posterior, epsilons, x, y = tiny_problem(hybridize=hybridize)
+    prior = GaussianPrior(0.5)
+    loss = BBBLoss(prior, kl="closed_form")
+    if hybridize:
+        loss.hybridize()
+    cost, nll, complexity = bbb_cost(net, posterior, loss, epsilons, x, y, kl_weight=0.1)
+    mus = [m.data().asnumpy() for m in posterior.mus]
+    sigmas = [ref.softplus(r.data().asnumpy()) for r in posterior.rhos]
+    expected_kl = numpy_gaussian_kl(mus, sigmas, 0.5)
+    expected_nll = numpy_eq8(posterior, epsilons, x, y, prior, 0.1)[1]  # the same sample
+    np.testing.assert_allclose(complexity.asscalar(), expected_kl, rtol=1e-8)  # mu = w - sigma eps
+    np.testing.assert_allclose(cost.asscalar(), 0.1 * expected_kl + expected_nll, rtol=1e-8)
+    np.testing.assert_allclose(nll.asscalar(), expected_nll, rtol=1e-10)
+    # the same value whatever the noise: only nll depends on eps
+    other = [e * 0 + 1 for e in epsilons]
+    again = bbb_cost(net, posterior, loss, other, x, y, kl_weight=0.1)[2].asscalar()
+    np.testing.assert_allclose(again, expected_kl, rtol=1e-8)
+
+
+def test_the_monte_carlo_complexity_averages_to_the_closed_form():
+    """E_q[log q(w) - log P(w)] = KL(q || P): the paper's estimate is unbiased. 1,500 draws; the
+    average must lie within 4 standard errors of the closed form."""
+    net, posterior, _, x, y = tiny_problem()
+    prior = GaussianPrior(0.5)
+    mc, closed = BBBLoss(prior), BBBLoss(prior, kl="closed_form")
+    rng = np.random.default_rng(3)
+    draws = []
+    for _ in range(1500):
+        eps = [nd.array(rng.standard_normal(s), dtype="float64") for s in posterior.shapes]
+        draws.append(bbb_cost(net, posterior, mc, eps, x, y, 1.0)[2].asscalar())
+    exact = bbb_cost(net, posterior, closed, eps, x, y, 1.0)[2].asscalar()
+    standard_error = np.std(draws, ddof=1) / np.sqrt(len(draws))
+    assert abs(np.mean(draws) - exact) < 4 * standard_error, (np.mean(draws), exact, standard_error)
+
+
+def test_closed_form_kl_gradients_match_central_finite_differences():
+    net, posterior, epsilons, x, y = tiny_problem()
+    loss = BBBLoss(GaussianPrior(0.5), kl="closed_form")
+    with autograd.record():
+        complexity = bbb_cost(net, posterior, loss, epsilons, x, y, kl_weight=1.0)[2]
+    complexity.backward()
+    step = 1e-6
+    for param in posterior.mus + posterior.rhos:
+        analytic = param.grad().asnumpy()
+        values = param.data().asnumpy()
+        for flat in range(0, values.size, max(1, values.size // 4)):
+            index = np.unravel_index(flat, values.shape)
+            shifted = []
+            for sign in (1, -1):
+                perturbed = values.copy()
+                perturbed[index] += sign * step
+                param.set_data(nd.array(perturbed, dtype="float64"))
+                shifted.append(bbb_cost(net, posterior, loss, epsilons, x, y, 1.0)[2].asscalar())
+            param.set_data(nd.array(values, dtype="float64"))
+            np.testing.assert_allclose(analytic[index], (shifted[0] - shifted[1]) / (2 * step),
+                                       rtol=1e-6, atol=1e-9, err_msg=f"{param.name}{index}")
+
+
+def test_closed_form_kl_is_refused_for_the_scale_mixture():
+    with pytest.raises(ValueError, match="ScaleMixturePrior has none .*kl='monte_carlo'"):
+        BBBLoss(ScaleMixturePrior(), kl="closed_form")
+    with pytest.raises(ValueError, match="unknown kl 'exact'"):
+        BBBLoss(GaussianPrior(), kl="exact")
+    with pytest.raises(ValueError, match="no closed-form KL"):
+        ScaleMixturePrior().sum_kl(nd.zeros((2,)), nd.ones((2,)))

@@ -389,3 +389,26 @@ def test_epoch_seconds_are_measured_after_the_epochs_one_sync(monkeypatch):
     record = totals.record(1, start=4.0)
     assert events == ["sync", "clock"] and record["seconds"] == 6.0
     assert record["loss"] == 1.0 and record["skipped_steps"] == 0
+
+
+def test_closed_form_kl_trains_on_either_path(sampling_path):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(128, 6)).astype("float32")
+    y = (x[:, 0] > 0).astype("float32")
+    net = gluon.nn.HybridSequential()
+    net.add(gluon.nn.Dense(8, activation="relu"), gluon.nn.Dense(2))
+    net.initialize(mx.init.Xavier())
+    net(nd.zeros((1, 6)))
+    prior = GaussianPrior(0.3)
+    trainer = BBBTrainer(net, BBBLoss(prior, kl="closed_form"), seed=0)
+    history = trainer.fit(ArrayLoader(x, y, batch_size=32, shuffle=True, seed=0), 3,
+                          progress=False)
+    assert trainer.fused is (sampling_path == "fused")
+    assert all(np.isfinite(r["loss"]) for r in history)
+    mus = [m.data().asnumpy().astype(np.float64) for m in trainer.posterior.mus]
+    sigmas = [np.log1p(np.exp(r.data().asnumpy().astype(np.float64)))
+              for r in trainer.posterior.rhos]
+    expected = sum(np.sum(np.log(0.3 / s) + (s ** 2 + m ** 2) / (2 * 0.09) - 0.5)
+                   for m, s in zip(mus, sigmas))
+    complexity = trainer.step(nd.array(x[:32]), nd.array(y[:32]), 0.25)[2]
+    np.testing.assert_allclose(complexity.asscalar(), expected, rtol=2e-4)  # float32
