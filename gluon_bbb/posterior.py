@@ -9,9 +9,34 @@ import numpy as np
 import mxnet as mx
 from mxnet import gluon, nd
 
+from ._checks import check_positive
 from ._math import softplus
 
-__all__ = ["VariationalPosterior", "trainable_parameters", "assign_arrays", "GaussianNoise"]
+__all__ = ["VariationalPosterior", "trainable_parameters", "assign_arrays", "GaussianNoise",
+           "inverse_softplus", "MOPED_MIN_SIGMA"]
+
+
+#: The smallest sigma MOPED starts a weight with (a weight of exactly 0 would get sigma = 0).
+MOPED_MIN_SIGMA = 1e-8
+
+
+def inverse_softplus(sigma):
+    """rho with softplus(rho) = sigma, elementwise, in float64: log(expm1(sigma)).
+
+    Parameters
+    ----------
+    sigma : numpy.ndarray, > 0
+
+    Returns
+    -------
+    numpy.ndarray of float64, the shape of ``sigma``
+    """
+    sigma = np.asarray(sigma, dtype=np.float64)
+    if not np.all(sigma > 0):
+        raise ValueError("sigma must be positive for softplus to reach it")
+    # for large sigma, log(expm1(s)) = s + log(1 - exp(-s)) without overflow
+    return np.where(sigma > 30.0, sigma + np.log1p(-np.exp(-np.minimum(sigma, 700.0))),
+                    np.log(np.expm1(np.minimum(sigma, 30.0))))
 
 
 def trainable_parameters(net):
@@ -75,7 +100,14 @@ class VariationalPosterior(gluon.HybridBlock):
         mu ~ N(0, s^2); an Initializer is applied to each mu tensor.
     rho_init : float or (float, float)
         A constant, or the bounds of a uniform distribution, for rho. The default -5 gives
-        sigma = softplus(-5) = 0.0067.
+        sigma = softplus(-5) = 0.0067. Ignored with ``sigma_init='moped'``.
+    sigma_init : None or 'moped'
+        'moped' (Krishnan et al. 2020, "Specifying weight priors in Bayesian deep neural
+        networks with empirical Bayes"): start from a trained network, sigma = moped_delta *
+        |w| for each weight w of the net (at least :data:`MOPED_MIN_SIGMA`), so that each
+        weight's uncertainty starts in proportion to its size. Needs ``mu_init='net'``.
+    moped_delta : float, > 0
+        The proportion delta of MOPED.
 
     Inputs
     ------
@@ -86,8 +118,16 @@ class VariationalPosterior(gluon.HybridBlock):
     list of 2K arrays: the K samples w, then the K standard deviations sigma.
     """
 
-    def __init__(self, net, mu_init="net", rho_init=-5.0, prefix="posterior_", **kwargs):
+    def __init__(self, net, mu_init="net", rho_init=-5.0, prefix="posterior_", sigma_init=None,
+                 moped_delta=0.1, **kwargs):
         super().__init__(prefix=prefix, **kwargs)
+        if sigma_init not in (None, "moped"):
+            raise ValueError(f"sigma_init must be None or 'moped', got {sigma_init!r}")
+        if sigma_init == "moped" and not (isinstance(mu_init, str) and mu_init == "net"):
+            raise ValueError("sigma_init='moped' starts from the network's trained weights: "
+                             f"it needs mu_init='net', got {mu_init!r}")
+        self.sigma_init = sigma_init
+        self.moped_delta = check_positive("moped_delta", moped_delta)
         named = trainable_parameters(net)
         if not named:
             raise ValueError("the network has no trainable parameters to put a posterior on")
@@ -130,6 +170,12 @@ class VariationalPosterior(gluon.HybridBlock):
         if self.mu_from_net:
             for mu, target in zip(self.mus, self.targets):
                 mu.set_data(target.data())
+        if self.sigma_init == "moped":
+            for rho, target in zip(self.rhos, self.targets):
+                sigma = np.maximum(self.moped_delta * np.abs(target.data().asnumpy().astype(np.float64)),
+                                   MOPED_MIN_SIGMA)
+                rho.set_data(nd.array(inverse_softplus(sigma), dtype=self.dtype,
+                                      ctx=rho.list_ctx()[0]))
 
     def hybrid_forward(self, F, *epsilons, **params):
         weights, sigmas = [], []

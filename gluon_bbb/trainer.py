@@ -62,8 +62,9 @@ class BBBTrainer:
         posterior, which trades the variational bound for accuracy; the recorded 'loss' and
         'complexity' are then those of the scaled cost.
     ctx : mx.Context or str
-    mu_init, rho_init
-        See :class:`~gluon_bbb.posterior.VariationalPosterior`.
+    mu_init, rho_init, sigma_init, moped_delta
+        See :class:`~gluon_bbb.posterior.VariationalPosterior`. ``sigma_init='moped'`` starts
+        from a trained network with sigma = moped_delta * |w| (MOPED, Krishnan et al. 2020).
     seed : int, optional
         Seeds the noise eps; by default it is drawn from MXNet's generator. The fused
         operator draws eps from MXNet's generator; the pure-MXNet path from
@@ -105,7 +106,7 @@ class BBBTrainer:
 
     def __init__(self, net, loss, optimizer="adam", optimizer_params=None, num_samples=1,
                  kl_weighting="uniform", ctx=None, mu_init="net", rho_init=-5.0, seed=None,
-                 hybridize=True, fused=None, kl_scale=1.0):
+                 hybridize=True, fused=None, kl_scale=1.0, sigma_init=None, moped_delta=0.1):
         if not isinstance(net, gluon.Block):
             raise TypeError(f"net must be a gluon Block, got {type(net).__name__}")
         if not isinstance(loss, BBBLoss):
@@ -120,6 +121,7 @@ class BBBTrainer:
         self.num_samples = int(num_samples)
         self.kl_weighting = kl_weighting
         self.mu_init, self.rho_init, self.seed = mu_init, rho_init, seed
+        self.sigma_init, self.moped_delta = sigma_init, moped_delta
         self.hybridize = hybridize
         if fused not in (None, True, False):
             raise ValueError(f"fused must be None, True or False, got {fused!r}")
@@ -151,7 +153,9 @@ class BBBTrainer:
         params = self.net.collect_params()
         if any(self.ctx not in p.list_ctx() for p in params.values()):
             params.reset_ctx(self.ctx)
-        self.posterior = VariationalPosterior(self.net, mu_init=self.mu_init, rho_init=self.rho_init)
+        self.posterior = VariationalPosterior(self.net, mu_init=self.mu_init, rho_init=self.rho_init,
+                                              sigma_init=self.sigma_init,
+                                              moped_delta=self.moped_delta)
         self.posterior.initialize(ctx=self.ctx)
         if self.hybridize:
             self.posterior.hybridize()

@@ -123,3 +123,40 @@ def test_resolve_context():
         resolve_context(mx.gpu(2))
     with pytest.raises(ValueError, match="unknown context"):
         resolve_context("cuda:0")
+
+
+# ---------------------------------------------------------------------------- MOPED
+def test_inverse_softplus_inverts_softplus_in_float64():
+    from gluon_bbb.posterior import inverse_softplus
+    sigma = np.array([1e-12, 1e-8, 0.0067, 0.5, 1.0, 29.9, 30.1, 400.0])
+    rho = inverse_softplus(sigma)
+    np.testing.assert_allclose(np.logaddexp(0.0, rho), sigma, rtol=1e-12)
+    with pytest.raises(ValueError, match="positive"):
+        inverse_softplus([0.1, 0.0])
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_moped_starts_each_sigma_in_proportion_to_its_trained_weight(dtype):
+    from gluon_bbb.posterior import MOPED_MIN_SIGMA
+    net = gluon.nn.HybridSequential()
+    net.add(gluon.nn.Dense(7, in_units=5, dtype=dtype), gluon.nn.Dense(3, in_units=7, dtype=dtype))
+    net.initialize(mx.init.Normal(0.3))  # the "trained" network; its biases are 0
+    posterior = VariationalPosterior(net, sigma_init="moped", moped_delta=0.2)
+    posterior.initialize()
+    for target, mu, sigma in zip(posterior.targets, posterior.mus, posterior.sigmas()):
+        w = target.data().asnumpy().astype(np.float64)
+        np.testing.assert_array_equal(mu.data().asnumpy(), target.data().asnumpy())
+        expected = np.maximum(0.2 * np.abs(w), MOPED_MIN_SIGMA)
+        np.testing.assert_allclose(sigma.asnumpy(), expected, rtol=1e-6 if dtype == "float64" else 1e-4)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"sigma_init": "moped", "mu_init": 0.1}, "needs mu_init='net'"),
+    ({"sigma_init": "kaiming"}, "sigma_init must be None or 'moped'"),
+    ({"sigma_init": "moped", "moped_delta": 0.0}, "moped_delta"),
+])
+def test_bad_moped_settings_are_refused(kwargs, message):
+    net = gluon.nn.Dense(3, in_units=2)
+    net.initialize()
+    with pytest.raises(ValueError, match=message):
+        VariationalPosterior(net, **kwargs)

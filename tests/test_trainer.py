@@ -412,3 +412,15 @@ def test_closed_form_kl_trains_on_either_path(sampling_path):
                    for m, s in zip(mus, sigmas))
     complexity = trainer.step(nd.array(x[:32]), nd.array(y[:32]), 0.25)[2]
     np.testing.assert_allclose(complexity.asscalar(), expected, rtol=2e-4)  # float32
+
+
+def test_moped_start_from_a_trained_network():
+    """BBBTrainer(sigma_init='moped'): mu is the trained network, sigma = delta * |w|."""
+    net = gluon.nn.HybridSequential()
+    net.add(gluon.nn.Dense(6, activation="relu"), gluon.nn.Dense(2))
+    net.initialize(mx.init.Normal(0.2))
+    net(nd.zeros((1, 4)))
+    weights = [p.data().asnumpy() for p in net.collect_params().values()]
+    trainer = BBBTrainer(net, BBBLoss(GaussianPrior(1.0)), sigma_init="moped", moped_delta=0.05)
+    for w, sigma in zip(weights, trainer.posterior.sigmas()):
+        np.testing.assert_allclose(sigma.asnumpy(), np.maximum(0.05 * np.abs(w), 1e-8), rtol=1e-4)
