@@ -9,7 +9,7 @@ from mxnet import gluon
 
 from ._checks import check_positive_ints
 
-__all__ = ["ACTIVATIONS", "mlp"]
+__all__ = ["ACTIVATIONS", "mlp", "lenet"]
 
 #: Activations of the hidden layers that :func:`mlp` accepts (MXNet's ``act_type`` values).
 ACTIVATIONS = ("relu", "sigmoid", "tanh", "softrelu", "softsign")
@@ -44,8 +44,7 @@ def mlp(hidden_sizes=(400, 400), num_outputs=10, activation="relu", dropout=0.0)
     check_positive_ints("num_outputs", [num_outputs])
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
-    if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real) or not 0.0 <= dropout < 1.0:
-        raise ValueError(f"dropout must be a number in [0, 1), got {dropout!r}")
+    _check_dropout(dropout)
     net = gluon.nn.HybridSequential()
     with net.name_scope():
         for units in hidden_sizes:
@@ -54,3 +53,48 @@ def mlp(hidden_sizes=(400, 400), num_outputs=10, activation="relu", dropout=0.0)
                 net.add(gluon.nn.Dropout(float(dropout)))
         net.add(gluon.nn.Dense(num_outputs))
     return net
+
+
+def lenet(num_outputs=10, dropout=0.0, image_shape=(1, 28, 28)):
+    """A LeNet-5 style convolutional network (LeCun et al. 1998) for 28x28 images.
+
+    Conv2D(6, 5x5, padding 2)-max pool-Conv2D(16, 5x5)-max pool-Dense(120)-Dense(84)-
+    Dense(num_outputs), ReLU activations: 61,706 weights and biases for 10 outputs. Flat
+    inputs (batch_size, 784), as :func:`gluon_bbb.data.get_loaders` gives them, are reshaped
+    to ``(batch_size,) + image_shape`` first, so the paper's data pipeline feeds it unchanged.
+
+    Parameters
+    ----------
+    num_outputs : int
+    dropout : float, 0 <= dropout < 1
+        If > 0, Dropout after each hidden Dense layer (the dropout baseline).
+    image_shape : (channels, height, width)
+
+    Returns
+    -------
+    gluon.nn.HybridSequential
+        Uninitialised.
+    """
+    check_positive_ints("num_outputs", [num_outputs])
+    shape = tuple(check_positive_ints("image_shape", image_shape))
+    if len(shape) != 3:
+        raise ValueError(f"image_shape must be (channels, height, width), got {image_shape!r}")
+    _check_dropout(dropout)
+    net = gluon.nn.HybridSequential()
+    with net.name_scope():
+        net.add(gluon.nn.HybridLambda(lambda F, x: F.reshape(x, shape=(-1,) + shape)))
+        net.add(gluon.nn.Conv2D(6, kernel_size=5, padding=2, activation="relu"),
+                gluon.nn.MaxPool2D(pool_size=2, strides=2),
+                gluon.nn.Conv2D(16, kernel_size=5, activation="relu"),
+                gluon.nn.MaxPool2D(pool_size=2, strides=2))
+        for units in (120, 84):
+            net.add(gluon.nn.Dense(units, activation="relu"))
+            if dropout > 0:
+                net.add(gluon.nn.Dropout(float(dropout)))
+        net.add(gluon.nn.Dense(num_outputs))
+    return net
+
+
+def _check_dropout(dropout):
+    if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real) or not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must be a number in [0, 1), got {dropout!r}")

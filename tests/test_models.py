@@ -61,3 +61,43 @@ def test_hidden_sizes_accept_numpy_ints():
 def test_bad_arguments_raise_value_error_naming_the_argument(kwargs, name):
     with pytest.raises(ValueError, match=name):
         models.mlp(**kwargs)
+
+
+def test_lenet_takes_flat_mnist_batches_and_has_lenet5s_weights():
+    import mxnet as mx
+    import numpy as np
+    net = models.lenet()
+    net.initialize(mx.init.Xavier())
+    out = net(nd.zeros((3, 784)))  # flat, as the data loaders give it
+    assert out.shape == (3, 10)
+    assert net(nd.zeros((2, 1, 28, 28))).shape == (2, 10)
+    sizes = {p.name.split("_", 1)[1]: int(np.prod(p.shape)) for p in net.collect_params().values()}
+    conv = [(6 * 1 * 25 + 6), (16 * 6 * 25 + 16)]
+    dense = [(16 * 5 * 5 * 120 + 120), (120 * 84 + 84), (84 * 10 + 10)]
+    assert sum(sizes.values()) == sum(conv + dense) == 61706
+    assert len(models.lenet(dropout=0.5)) == len(net) + 2
+
+
+def test_lenet_trains_with_bayes_by_backprop():
+    """Bayes by Backprop is a training method: the ordinary LeNet trains unchanged."""
+    import mxnet as mx
+    import numpy as np
+    from gluon_bbb import BBBLoss, BBBTrainer, GaussianPrior
+    from gluon_bbb.data import ArrayLoader
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(64, 784)).astype("float32")
+    y = rng.integers(0, 10, size=64).astype("float32")
+    net = models.lenet()
+    net.initialize(mx.init.Xavier())
+    net(nd.zeros((1, 784)))
+    trainer = BBBTrainer(net, BBBLoss(GaussianPrior(1.0)), seed=0)
+    history = trainer.fit(ArrayLoader(x, y, batch_size=32), 2, progress=False)
+    assert all(np.isfinite(r["loss"]) for r in history)
+    assert trainer.posterior.num_weights == 61706
+
+
+@pytest.mark.parametrize("kwargs", [{"image_shape": (28, 28)}, {"dropout": 1.0},
+                                    {"num_outputs": 0}])
+def test_lenet_refuses_bad_arguments(kwargs):
+    with pytest.raises(ValueError):
+        models.lenet(**kwargs)
