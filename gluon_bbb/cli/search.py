@@ -46,9 +46,9 @@ def add_parsers(commands):
     search.add_argument("--log-sigma2", type=float, nargs="+", default=grid["log_sigma2"],
                         help="values of -log sigma2")
     search.add_argument("--optimizer", nargs="+", default=None,
-                        help="optimizers to search (default: the base's)")
+                        help="optimizers to search; None keeps the base's")
     search.add_argument("--lr-decay", type=float, nargs="+", default=None,
-                        help="per-epoch learning-rate decays to search (default: the base's)")
+                        help="per-epoch learning-rate decays to search; None keeps the base's")
     search.add_argument("--sampler", choices=optuna_search.SAMPLERS, default="grid",
                         help="grid: every setting once (or a seeded sample of --max-trials); "
                              "tpe or random: --max-trials sampled settings")
