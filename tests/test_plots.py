@@ -160,10 +160,11 @@ def test_posterior_gaussian_is_a_normal_density_and_stacks_on_one_axes():
 
 def test_functions_draw_into_given_axes():
     figure = Figure()
-    ax = figure.subplots()
-    assert plots.pruning_curve([{"fraction": 0.0, "method": "snr", "test_error": 0.1}], ax=ax) is figure
-    assert plots.weight_densities({"a": np.arange(5.0)}, ax=ax) is figure
-    assert len(ax.lines) == 2
+    left, right = figure.subplots(1, 2)  # the pruning curve's axes are logarithmic
+    assert plots.pruning_curve([{"fraction": 0.0, "method": "snr", "test_error": 0.1}], ax=left) is figure
+    assert plots.weight_densities({"a": np.arange(5.0)}, ax=right) is figure
+    assert plots.weight_densities({"b": np.arange(5.0)}, ax=right) is figure  # stacks
+    assert len(left.lines) == 1 and len(right.lines) == 2
 
 
 @pytest.mark.parametrize("call, error, message", [
