@@ -39,8 +39,10 @@ setup(
     extras_require={
         # a search study on a PostgreSQL server (--storage postgresql://...)
         "postgresql": ["psycopg[binary]>=3.1"],
+        # the rendered book (docs/): sphinx-build -W -b html docs docs/_build/html
+        "docs": ["sphinx>=7", "myst-nb>=1.0"],
         "test": ["pytest>=7", "nbclient>=0.7", "nbformat>=5", "ipykernel>=6",
-                 "psycopg[binary]>=3.1"],
+                 "psycopg[binary]>=3.1", "sphinx>=7", "myst-nb>=1.0"],
     },
     entry_points={"console_scripts": ["gluon-bbb=gluon_bbb.cli:main"]},
 )

@@ -47,7 +47,7 @@ class ReliabilityDiagram:
     confidence : (B,) mean confidence per bin, NaN for empty bins
     accuracy : (B,) fraction correct per bin, NaN for empty bins
     ece : float
-        Expected calibration error, sum_b (counts_b / N) |accuracy_b - confidence_b|.
+        Expected calibration error, sum_b (counts_b / N) abs(accuracy_b - confidence_b).
     """
 
     bin_edges: np.ndarray
@@ -87,7 +87,7 @@ def reliability_diagram(probs, labels, num_bins=15):
 
 
 def expected_calibration_error(probs, labels, num_bins=15):
-    """ECE = sum_b (n_b / N) |accuracy_b - confidence_b| over equal-width confidence bins.
+    """ECE = sum_b (n_b / N) abs(accuracy_b - confidence_b) over equal-width confidence bins.
 
     See :func:`reliability_diagram` for the parameters and the binning.
 

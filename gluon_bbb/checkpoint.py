@@ -68,6 +68,8 @@ StoredCheckpoint = collections.namedtuple(
     "StoredCheckpoint", ["arrays", "metadata", "optimizer", "pickled_optimizer"])
 StoredCheckpoint.__doc__ = """What :func:`read_checkpoint` returns.
 
+Attributes
+----------
 arrays : dict of str -> numpy.ndarray
 metadata : dict, metadata.json without its 'payloads'
 optimizer : (dict, dict of str -> numpy.ndarray) or None

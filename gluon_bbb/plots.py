@@ -246,7 +246,7 @@ def weight_densities(named_weight_arrays, ax=None, bins=200, limits=None, log_de
     ax : matplotlib Axes, optional
     bins : int, >= 1
     limits : (float, float), optional
-        x range; default symmetric, to the 99.5th percentile of |w| over all models.
+        x range; default symmetric, to the 99.5th percentile of abs(w) over all models.
     log_density : bool
         A logarithmic density axis (empty bins are left out of the lines).
 
@@ -285,7 +285,7 @@ def weight_densities(named_weight_arrays, ax=None, bins=200, limits=None, log_de
 def log_snr_density(snr, cutoffs=None, ax=None, bins=200):
     """Density and CDF of the signal-to-noise ratio in decibels (the paper's Fig. 4).
 
-    The x axis is 10 log10(|mu| / sigma), as in the paper. Weights with a ratio of 0 or
+    The x axis is 10 log10(abs(mu) / sigma), as in the paper. Weights with a ratio of 0 or
     inf have no finite logarithm and are left out of the curves.
 
     Parameters

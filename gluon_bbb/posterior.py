@@ -104,7 +104,7 @@ class VariationalPosterior(gluon.HybridBlock):
     sigma_init : None or 'moped'
         'moped' (Krishnan et al. 2020, "Specifying weight priors in Bayesian deep neural
         networks with empirical Bayes"): start from a trained network, sigma = moped_delta *
-        |w| for each weight w of the net (at least :data:`MOPED_MIN_SIGMA`), so that each
+        abs(w) for each weight w of the net (at least :data:`MOPED_MIN_SIGMA`), so that each
         weight's uncertainty starts in proportion to its size. Needs ``mu_init='net'``.
     moped_delta : float, > 0
         The proportion delta of MOPED.

@@ -159,7 +159,7 @@ class ScaleMixturePrior(Prior):
 
         Computed as a log-sum-exp, a + softplus(b - a), where a is the log of the wide
         component and b that of the narrow one, so it stays finite for any finite w
-        (for |w| = 50 and sigma2 = e^-8, b is about -1e10 and the result is a).
+        (for abs(w) = 50 and sigma2 = e^-8, b is about -1e10 and the result is a).
 
         Parameters
         ----------

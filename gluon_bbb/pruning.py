@@ -1,8 +1,8 @@
 """Weight pruning by signal-to-noise ratio (Blundell et al. 2015, section 5.1, Table 2, Fig. 4).
 
-The signal-to-noise ratio of weight j is |mu_j| / sigma_j. Removing the weights with the
+The signal-to-noise ratio of weight j is abs(mu_j) / sigma_j. Removing the weights with the
 lowest ratio (setting them to zero in the posterior-mean network) hardly changes the test
-error even at 95% removed; removing the weights with the smallest |mu_j| ("naive") is the
+error even at 95% removed; removing the weights with the smallest abs(mu_j) ("naive") is the
 comparison.
 
 Conventions
@@ -48,7 +48,7 @@ __all__ = [
     "PruningTable",
 ]
 
-#: Pruning orders: lowest |mu| / sigma first ('snr') or lowest |mu| first ('naive').
+#: Pruning orders: lowest abs(mu) / sigma first ('snr') or lowest abs(mu) first ('naive').
 METHODS = ("snr", "naive")
 
 DEFAULT_FRACTIONS = (0.0, 0.5, 0.75, 0.95, 0.98)
@@ -89,7 +89,7 @@ def posterior_parameters(trainer, include_bias=False):
 
 
 def signal_to_noise(trainer, include_bias=False):
-    """|mu| / sigma of every weight.
+    """abs(mu) / sigma of every weight.
 
     Parameters
     ----------
@@ -271,7 +271,7 @@ def prune(trainer, fraction, method="snr", include_bias=False):
     fraction : float in [0, 1)
         Exactly ``floor(fraction * num_weights + 0.5)`` weights are removed.
     method : {'snr', 'naive'}
-        Remove the lowest |mu| / sigma first, or the lowest |mu| first.
+        Remove the lowest abs(mu) / sigma first, or the lowest abs(mu) first.
     include_bias : bool
         Also prune (and count) biases; by default they are kept.
 

@@ -64,7 +64,7 @@ class BBBTrainer:
     ctx : mx.Context or str
     mu_init, rho_init, sigma_init, moped_delta
         See :class:`~gluon_bbb.posterior.VariationalPosterior`. ``sigma_init='moped'`` starts
-        from a trained network with sigma = moped_delta * |w| (MOPED, Krishnan et al. 2020).
+        from a trained network with sigma = moped_delta * abs(w) (MOPED, Krishnan et al. 2020).
     seed : int, optional
         Seeds the noise eps; by default it is drawn from MXNet's generator. The fused
         operator draws eps from MXNet's generator; the pure-MXNet path from

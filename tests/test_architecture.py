@@ -102,3 +102,13 @@ def test_no_python_module_is_much_over_500_lines():
     long = {path.relative_to(PACKAGE).as_posix(): n for path in _modules()
             if (n := len(path.read_text(encoding="utf-8").splitlines())) > 520}
     assert not long, f"modules over ~500 lines (split them by job): {long}"
+
+
+def test_importing_the_package_does_not_import_optuna():
+    """Optuna (the search) is slow to import and makes tqdm warn in notebooks without
+    ipywidgets: the package imports it only when the search is used."""
+    import subprocess
+    import sys
+    code = ("import sys, gluon_bbb, gluon_bbb.experiments; assert 'optuna' not in sys.modules; "
+            "gluon_bbb.experiments.search_space(); assert 'optuna' in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

@@ -76,7 +76,8 @@ def uncertainty_command(args):
         "num_noise": args.num_noise, "seed": args.seed, "coverages": list(uncertainty_eval.COVERAGES),
         "machine": machine_info(ctx), "figures": sorted(figures),
         "written": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
-    text = (f"Best epoch on validation of each run, MNIST test set (in distribution) against "
+    text = (f"# Predictive uncertainty of trained runs\n\n"
+            f"Best epoch on validation of each run, MNIST test set (in distribution) against "
             f"Fashion-MNIST test and {args.num_noise} uniform-noise images (seed {args.seed}). "
             f"ECE: {uncertainty_eval.NUM_BINS} bins. AUROC of the predictive entropy (H) and of "
             f"the mutual information (MI) for telling the out-of-distribution images apart. "

@@ -23,16 +23,15 @@ The protocol's main names are re-exported here::
     mine = experiments.custom_config(hidden=[800, 800], prior="gaussian", sigma=0.1)
     result = experiments.run(mine, epochs=50, output_dir="runs/gaussian-800")
 """
-from . import (bandit_run, configs, protocol, runfolder, runners, search, search_report,
-               uncertainty_eval)
+import importlib
+
+from . import bandit_run, configs, protocol, runfolder, runners, uncertainty_eval
 from .configs import (CONFIGS, CUSTOM, DESCRIPTIONS, EXTRA_KEYS, PAPER_GRID, PAPER_TEST_ERROR,
                       SEARCH_KEYS, custom_config, describe, get_config, learning_rate_schedule,
                       parse_setting)
 from .protocol import evaluate_run, report, results_table, run
 from .runfolder import read_result
 from .runners import make_runner
-from .search import grid_settings, sample_settings, search_space
-from .search_report import report_search
 
 __all__ = ["bandit_run", "configs", "protocol", "runfolder", "runners", "search",
            "search_report", "uncertainty_eval", "CONFIGS", "CUSTOM", "DESCRIPTIONS", "EXTRA_KEYS", "PAPER_GRID",
@@ -40,3 +39,18 @@ __all__ = ["bandit_run", "configs", "protocol", "runfolder", "runners", "search"
            "learning_rate_schedule", "parse_setting", "make_runner", "evaluate_run", "report",
            "results_table", "run", "read_result", "grid_settings", "sample_settings",
            "search_space", "report_search"]
+
+
+#: Imported on first use: they bring Optuna, which is slow to import and, through tqdm, warns
+#: in a notebook without ipywidgets.
+_LAZY_MODULES = ("search", "search_report")
+_LAZY_NAMES = {"grid_settings": "search", "sample_settings": "search", "search_space": "search",
+               "report_search": "search_report"}
+
+
+def __getattr__(name):
+    if name in _LAZY_MODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    if name in _LAZY_NAMES:
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY_NAMES[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -309,7 +309,8 @@ def summary_table(rows):
 def _write_summary(output_dir, summary, records, env):
     write_json(os.path.join(output_dir, SUMMARY_JSON), summary)
     settings = summary["settings"]
-    text = (f"Mushroom bandit (Blundell et al. 2015, section 5.3): {settings['steps']:,} steps per "
+    text = (f"# Mushroom bandit\n\n"
+            f"Mushroom bandit (Blundell et al. 2015, section 5.3): {settings['steps']:,} steps per "
             f"agent, seed {settings['seed']}, networks {'x'.join(map(str, settings['hidden']))} "
             f"ReLU, buffer {settings['buffer_size']}, {settings['num_minibatches']} minibatches of "
             f"{settings['batch_size']} per interaction. Regret is the oracle's reward minus the "
