@@ -82,6 +82,8 @@ def quiet_optuna():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         # this module runs the heartbeat itself, around study.ask/tell
         warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
+        # a parameter with one value among the finished trials, in the parallel coordinates
+        warnings.filterwarnings("ignore", message="Attempting to set identical low and high ylims")
         yield
 
 

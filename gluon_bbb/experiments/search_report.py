@@ -64,9 +64,10 @@ def _setting(trial, space):
 
 
 def trial_rows(study):
-    """One dict per trial: 'number', 'state', the setting, 'value' (best validation error or
-    None), 'best_epoch', 'epochs_run', 'epochs_reported', 'retry_of', 'folder' (relative to the
-    search folder, or None)."""
+    """One dict per trial: 'number', 'state', the setting, 'value' (best validation error of a
+    complete trial, else None), 'best_epoch', 'epochs_run', 'epochs_reported', 'best_reported'
+    (the lowest validation error reported, also of a pruned trial), 'retry_of', 'folder'
+    (relative to the search folder, or None)."""
     space = study.user_attrs["settings"]["space"]
     rows = []
     for trial in study.get_trials(deepcopy=False):
@@ -79,14 +80,17 @@ def trial_rows(study):
         rows.append(dict(setting or {}, number=trial.number, state=trial.state.name.lower(),
                          value=value, best_epoch=trial.user_attrs.get("best_epoch"),
                          epochs_run=trial.user_attrs.get("epochs_run"),
-                         epochs_reported=len(trial.intermediate_values), retry_of=retry_of,
+                         epochs_reported=len(trial.intermediate_values),
+                         best_reported=min(trial.intermediate_values.values(), default=None),
+                         retry_of=retry_of,
                          folder=None if setting is None else os.path.join(TRIALS,
                                                                           trial_name(setting))))
     return rows
 
 
 def search_table(rows, space):
-    """A markdown table of :func:`trial_rows`, best validation error first."""
+    """A markdown table of :func:`trial_rows`, best validation error first; a pruned trial's
+    best reported error is in parentheses."""
     keys = list(space)
     lines = ["| trial | state | " + " | ".join(keys) + " | epochs | best epoch | best validation "
              "error | retry of |",
@@ -95,7 +99,12 @@ def search_table(rows, space):
     for row in ordered:
         cells = [f"{row[key]:g}" if isinstance(row.get(key), (int, float)) else
                  str(row.get(key, "-")) for key in keys]
-        value = "-" if row["value"] is None else f"{100 * row['value']:.2f}%"
+        if row["value"] is not None:
+            value = f"{100 * row['value']:.2f}%"
+        elif row["best_reported"] is not None:  # a pruned (or failed) trial's best epoch so far
+            value = f"({100 * row['best_reported']:.2f}%)"
+        else:
+            value = "-"
         epochs = row["epochs_run"] if row["epochs_run"] is not None else row["epochs_reported"]
         lines.append(f"| {row['number']} | {row['state']} | {' | '.join(cells)} | {epochs} | "
                      f"{row['best_epoch'] if row['best_epoch'] is not None else '-'} | {value} | "
