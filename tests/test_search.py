@@ -304,3 +304,18 @@ def test_an_interrupted_trial_is_queued_again_and_resumes(tmp_path, fake_mnist, 
     assert search_report.trial_rows(_study(out))[1]["retry_of"] == first.number
     sessions = json.loads((out / retried.user_attrs["folder"] / "sessions.json").read_text())
     assert [s["epochs_before"] for s in sessions] == [0, 1]  # resumed after epoch 1
+
+
+@pytest.mark.parametrize("bad", [{"space": {"lr": "fast"}}, {"epochs": "many"}, {"base": "sgd-400"},
+                                 {"space": {"lr": [1e-3], "momentum": [0.9]}}])
+def test_a_study_with_bad_settings_is_one_line(bad, tmp_path, fake_mnist, capsys):
+    """The database may come from someone else: search-report checks its settings."""
+    out = tmp_path / "search"
+    assert main(_search_args(out, fake_mnist, "--epochs", "1", "--lr", "1e-3",
+                             "--log-sigma2", "6")) == 0
+    study = _study(out)
+    study.set_user_attr("settings", dict(study.user_attrs["settings"], **bad))
+    capsys.readouterr()
+    assert main(["search-report", str(out), "--data-dir", str(fake_mnist)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "holds bad search settings" in err[0], err

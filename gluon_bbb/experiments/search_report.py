@@ -16,7 +16,8 @@ from .. import plots
 from ..checkpoint import atomic_write_bytes
 from .configs import check_hyperparameter
 from .protocol import MC_SAMPLES, report
-from .search import STUDY_NAME, TRIALS, open_storage, quiet_optuna, storage_url, trial_name
+from .search import (STUDY_NAME, TRIALS, open_storage, quiet_optuna, search_space, storage_url,
+                     study_settings, trial_name)
 
 __all__ = ["SEARCH_MD", "FIGURES", "load_search", "trial_rows", "search_table", "report_search"]
 
@@ -50,6 +51,15 @@ def load_search(output_dir, storage=None):
     if not isinstance(settings, dict) or not isinstance(settings.get("space"), dict):
         raise ValueError(f"the study of {output_dir} has no search settings: it was not written "
                          "by 'gluon-bbb search', or its creator died while setting it up")
+    try:  # a database may come from someone else: its settings are checked like new ones
+        checked = study_settings(search_space(**settings["space"]), settings.get("epochs"),
+                                 settings.get("base"), settings.get("overrides"),
+                                 settings.get("sampler"), settings.get("pruner"),
+                                 settings.get("max_trials"), settings.get("seed"))
+    except (ValueError, TypeError) as error:
+        raise ValueError(f"the study of {output_dir} holds bad search settings: {error}") from None
+    if checked["space"] != settings["space"]:
+        raise ValueError(f"the study of {output_dir} holds bad search settings: its space")
     return study
 
 
