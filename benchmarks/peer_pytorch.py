@@ -89,10 +89,10 @@ class BayesLinear(torch.nn.Module):
 
 
 class BayesMLP(torch.nn.Module):
-    def __init__(self, prior):
+    def __init__(self, prior, sizes=(784, 400, 400, 10)):
         super().__init__()
-        self.layers = torch.nn.ModuleList([BayesLinear(784, 400, prior), BayesLinear(400, 400, prior),
-                                           BayesLinear(400, 10, prior)])
+        self.layers = torch.nn.ModuleList([BayesLinear(n_in, n_out, prior)
+                                           for n_in, n_out in zip(sizes[:-1], sizes[1:])])
 
     def forward(self, x):
         for i, layer in enumerate(self.layers):

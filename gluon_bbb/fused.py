@@ -40,7 +40,7 @@ from mxnet import nd
 
 from .priors import GaussianPrior, ScaleMixturePrior
 
-__all__ = ["FusedStatus", "FusedAdam", "FiniteGuard", "fused_status", "fused_path",
+__all__ = ["FusedStatus", "FusedAdam", "FiniteGuard", "adam", "fused_status", "fused_path",
            "load_fused_op", "variational_sample", "finite_guard", "normal_sample", "OP_NAME", "NORMAL_OP_NAME", "OPERATORS", "ENV_SWITCH"]
 
 logger = logging.getLogger(__name__)
@@ -296,6 +296,26 @@ class FiniteGuard:
         return finite
 
 
+def adam(ctx, **optimizer_params):
+    """Adam for the parameters of any network on ``ctx``: :class:`FusedAdam` (one operator call
+    per step for all tensors) where the fused library loads and ``ctx`` is the CPU, else
+    ``mx.optimizer.Adam``. The update rule and the states are the same.
+
+    Parameters
+    ----------
+    ctx : mx.Context
+    **optimizer_params
+        Adam's, e.g. ``learning_rate=1e-3``.
+
+    Returns
+    -------
+    mx.optimizer.Optimizer, for ``gluon.Trainer(params, optimizer)``.
+    """
+    if ctx.device_type == "cpu" and fused_status().available:
+        return FusedAdam(**optimizer_params)
+    return mx.optimizer.Adam(**optimizer_params)
+
+
 def fused_path(ctx, dtype, params, requested=None):
     """Whether a trainer's steps can use the fused operator, and why not; logs the reason
     when falling back.
@@ -380,13 +400,18 @@ class FusedAdam(mx.optimizer.Adam):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.aggregate_num = 1 << 20
+        self._fusable = {}  # tuple of indices -> whether the operator takes those tensors
 
     def update_multi_precision(self, index, weight, grad, state):
         if not isinstance(index, (list, tuple)):
             index, weight, grad, state = [index], [weight], [grad], [state]
-        fused = hasattr(nd, "gluon_bbb_adam") and weight[0].context.device_type == "cpu" and \
-            all(w.dtype == weight[0].dtype and np.dtype(w.dtype).name in ("float32", "float64")
-                for w in weight) and not self.lazy_update_sparse(grad)
+        key = tuple(index)
+        fused = self._fusable.get(key)
+        if fused is None:  # decided once per set of tensors: their context, dtype, storage
+            fused = self._fusable[key] = (
+                hasattr(nd, "gluon_bbb_adam") and weight[0].context.device_type == "cpu"
+                and all(w.dtype == weight[0].dtype and np.dtype(w.dtype).name in ("float32", "float64")
+                        for w in weight) and not self.lazy_update_sparse(grad))
         if not fused:
             for i, w, g, s in zip(index, weight, grad, state):
                 super().update_multi_precision(i, w, g, s)

@@ -9,10 +9,10 @@ from mxnet import nd
 from . import ndfile
 from .checkpoint import MAX_PAYLOAD_BYTES, NDFILE_OVERHEAD, CheckpointError, atomic_write_bytes
 
-__all__ = ["save_parameter_file", "load_parameter_file"]
+__all__ = ["save_parameter_file", "load_parameter_file", "structural_parameters"]
 
 
-def _structural_parameters(net):
+def structural_parameters(net):
     """name -> Parameter under the structural names ``save_parameters`` writes."""
     return net._collect_params_with_prefix()  # noqa: SLF001 -- Gluon's own naming of the file
 
@@ -23,7 +23,7 @@ def save_parameter_file(net, path):
     The file is what ``net.save_parameters(path)`` writes: ``net.load_parameters`` reads it
     without gluon_bbb, :func:`load_parameter_file` reads it distrustfully.
     """
-    arrays = {name: param.data() for name, param in _structural_parameters(net).items()}
+    arrays = {name: param.data() for name, param in structural_parameters(net).items()}
     atomic_write_bytes(path, ndfile.dumps(arrays))
 
 
@@ -49,7 +49,7 @@ def load_parameter_file(net, path, ctx=None):
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no parameter file at {path}")
-    params = _structural_parameters(net)
+    params = structural_parameters(net)
     limit = MAX_PAYLOAD_BYTES
     if all(param.shape and all(d > 0 for d in param.shape) for param in params.values()):
         limit = sum(int(np.prod(param.shape, dtype=object)) * 8 + 8 * len(param.shape) + 64

@@ -36,8 +36,9 @@ def checkpoint_arrays(trainer):
     return arrays
 
 
-def save_trainer(trainer, path):
-    """Atomically write ``trainer``'s checkpoint to ``path`` (no pickle)."""
+def save_trainer(trainer, path, extra=None):
+    """Atomically write ``trainer``'s checkpoint to ``path`` (no pickle), with ``extra``
+    (JSON, e.g. a caller's own progress) under the metadata key 'extra'."""
     if trainer.posterior is None:
         raise RuntimeError("nothing to save: the trainer has not seen any data yet")
     metadata = {
@@ -57,6 +58,8 @@ def save_trainer(trainer, path):
         "seed": trainer.seed,
         "noise_state": trainer.noise.get_state(),
     }
+    if extra is not None:
+        metadata["extra"] = extra
     write_checkpoint(path, checkpoint_arrays(trainer), metadata,
                      optimizer_state.capture(trainer.trainer))
 

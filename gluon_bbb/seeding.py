@@ -21,7 +21,8 @@ def epoch_seed(seed, epoch, stream=0):
     seed, epoch : int
     stream : int
         0 for the trainer's weight noise; other numbers for other streams of the same run
-        (1: the dropout masks of the deterministic baselines).
+        (1: the dropout masks of the deterministic baselines; 2: the bandit agents' segments,
+        with ``epoch`` the segment).
 
     Returns
     -------

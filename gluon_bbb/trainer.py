@@ -131,6 +131,7 @@ class BBBTrainer:
         self.history = []
         self.epoch = 0
         self.num_outputs = None
+        self._kl_weight_cache = None
         self._setup_without_data()
 
     # ------------------------------------------------------------------ setup
@@ -251,7 +252,7 @@ class BBBTrainer:
         """
         self.prepare(data)
         if not isinstance(kl_weight, nd.NDArray):
-            kl_weight = nd.array([kl_weight], ctx=self.ctx, dtype=self.posterior.dtype)
+            kl_weight = self._kl_weight_array(kl_weight)
         costs, nlls, complexities = [], [], []
         with autograd.record():
             for _ in range(self.num_samples):
@@ -268,6 +269,24 @@ class BBBTrainer:
         finite = self.finite_guard(cost)                               # NaN/inf: no update
         self.trainer.step(1)                                           # 7. update mu and rho
         return cost, _mean(nlls), _mean(complexities), pred, finite
+
+    def reseed(self, seed):
+        """Restart the weight noise from ``seed`` on both paths: MXNet's generator on the
+        trainer's context (the fused operator's) and :attr:`noise` (the pure-MXNet path's).
+        :meth:`fit` calls it with a seed derived from (seed, epoch) before every epoch."""
+        if self.posterior is None:
+            raise RuntimeError("the trainer has no noise to reseed before it has seen data")
+        mx.random.seed(int(seed), ctx=self.ctx)
+        self.noise.reseed(int(seed))
+
+    def _kl_weight_array(self, kl_weight):
+        """A float weight as a (1,) array; the last one is kept, so a caller that passes the
+        same float every step (a bandit, a fixed 1/M) copies it to the device once."""
+        key = float(kl_weight)
+        if self._kl_weight_cache is None or self._kl_weight_cache[0] != key:
+            array = nd.array([key], ctx=self.ctx, dtype=self.posterior.dtype)
+            self._kl_weight_cache = (key, array)
+        return self._kl_weight_cache[1]
 
     def fit(self, train_data, num_epochs, eval_data=None, checkpoint_path=None, progress=True,
             epoch_callback=None, learning_rate_schedule=None, eval_label="test"):
@@ -316,11 +335,7 @@ class BBBTrainer:
             start = time.time()
             if learning_rate_schedule is not None:
                 self.trainer.set_learning_rate(checked_learning_rate(learning_rate_schedule(epoch), epoch))
-            # The fused operator draws eps from MXNet's generator, the pure path from
-            # self.noise: reseed both from (seed, epoch), whatever the path and context.
-            noise_seed = epoch_seed(self.seed, epoch)
-            mx.random.seed(noise_seed, ctx=self.ctx)
-            self.noise.reseed(noise_seed)
+            self.reseed(epoch_seed(self.seed, epoch))
             totals = EpochTotals(self.loss.likelihood == "softmax", self.num_outputs, self.ctx, dtype)
             batches = tqdm(train_data, total=num_batches, disable=not progress, leave=False,
                            desc=f"epoch {epoch + 1}/{num_epochs}")
@@ -398,10 +413,11 @@ class BBBTrainer:
         return predictive.evaluate(self, data, num_samples, sampling)
 
     # ------------------------------------------------------------------ checkpoints
-    def save(self, path):
+    def save(self, path, extra=None):
         """Atomically write mu, rho, the optimizer state, the settings and the history to a
-        checkpoint file; see :func:`gluon_bbb.persistence.save_trainer`."""
-        persistence.save_trainer(self, path)
+        checkpoint file; see :func:`gluon_bbb.persistence.save_trainer`. ``extra`` (JSON)
+        is stored alongside, and :meth:`load` returns it under the key 'extra'."""
+        persistence.save_trainer(self, path, extra=extra)
 
     def load(self, path, optimizer=True, trust_pickled_state=False):
         """Restore a checkpoint written by :meth:`save` into this trainer.

@@ -200,3 +200,104 @@ def test_bad_agent_settings_and_plot():
     history = bandit.BanditHistory(*(np.arange(1.0, 4.0) for _ in range(5)))
     figure = bandit.plot_cumulative_regret({"a": history, "b": history})
     assert isinstance(figure, Figure) and figure.axes[0].get_yscale() == "log"
+
+
+# ------------------------------------------------------------------ resuming
+def test_replay_buffer_fill_equals_adding_in_order():
+    rng = np.random.default_rng(3)
+    for total in (0, 2, 5, 7, 12):
+        inputs, rewards = rng.normal(size=(total, 2)), rng.normal(size=total)
+        added, filled = bandit.ReplayBuffer(5, 2), bandit.ReplayBuffer(5, 2)
+        for row, reward in zip(inputs, rewards):
+            added.add(row, reward)
+        filled.add([9.0, 9.0], 9.0)  # fill empties the buffer first
+        filled.fill(inputs, rewards)
+        assert len(filled) == len(added)
+        np.testing.assert_array_equal(filled.inputs, added.inputs)
+        np.testing.assert_array_equal(filled.rewards, added.rewards)
+        if total:
+            np.testing.assert_array_equal(filled.sample(20, np.random.default_rng(0))[1],
+                                          added.sample(20, np.random.default_rng(0))[1])
+    with pytest.raises(ValueError, match="inputs"):
+        bandit.ReplayBuffer(5, 2).fill(np.zeros((3, 4)), np.zeros(3))
+
+
+def make_small_agent(env, kind, seed=0):
+    mx.random.seed(seed)
+    if kind == "thompson":
+        return bandit.ThompsonAgent(env.num_features, seed=seed, **SMALL)
+    return bandit.EpsilonGreedyAgent(env.num_features, epsilon=0.2, seed=seed, **SMALL)
+
+
+def network_values(agent):
+    if kind_of(agent) == "thompson":
+        agent.trainer.set_mean()
+        params = agent.trainer.variational_params
+    else:
+        params = list(agent.net.collect_params().values())
+    return [p.data().asnumpy() for p in params]
+
+
+def kind_of(agent):
+    return "thompson" if isinstance(agent, bandit.ThompsonAgent) else "greedy"
+
+
+@pytest.mark.parametrize("kind", ["thompson", "greedy"])
+def test_a_run_resumed_from_a_saved_segment_equals_the_uninterrupted_run(tiny_env, kind, tmp_path,
+                                                                         monkeypatch):
+    """Stopped after 2 segments of 4 steps, saved, loaded into a fresh agent and resumed: the
+    same actions and the same final network, bit for bit, as 12 steps in one go."""
+    monkeypatch.setattr(bandit.play, "SEGMENT_STEPS", 4)
+    whole_agent = make_small_agent(tiny_env, kind)
+    whole = bandit.run_bandit(whole_agent, tiny_env, 12, seed=1)
+    saved = {}
+
+    def save(num_done, actions):
+        path = tmp_path / f"after-{num_done}.bbb"
+        first_agent.save(str(path), extra={"done": num_done})
+        saved[num_done] = actions
+
+    first_agent = make_small_agent(tiny_env, kind)
+    bandit.run_bandit(first_agent, tiny_env, 9, seed=1, on_segment=save)
+    assert sorted(saved) == [4, 8]
+    np.testing.assert_array_equal(saved[8], whole.actions[:8])
+    resumed_agent = make_small_agent(tiny_env, kind, seed=7)  # another start: load overwrites it
+    assert resumed_agent.load(str(tmp_path / "after-8.bbb")) == {"done": 8}
+    resumed = bandit.run_bandit(resumed_agent, tiny_env, 12, seed=1, actions=saved[8])
+    np.testing.assert_array_equal(resumed.actions, whole.actions)
+    np.testing.assert_array_equal(resumed.cumulative_expected_regret, whole.cumulative_expected_regret)
+    for ours, theirs in zip(network_values(resumed_agent), network_values(whole_agent)):
+        np.testing.assert_array_equal(ours, theirs)
+
+
+def test_resuming_checks_the_actions(tiny_env, monkeypatch):
+    monkeypatch.setattr(bandit.play, "SEGMENT_STEPS", 4)
+    agent = make_small_agent(tiny_env, "greedy")
+    with pytest.raises(ValueError, match="segments of 4"):
+        bandit.run_bandit(agent, tiny_env, 12, actions=[0, 1, 0])
+    with pytest.raises(ValueError, match="segments of 4"):
+        bandit.run_bandit(agent, tiny_env, 4, actions=[0] * 8)
+    with pytest.raises(ValueError, match="actions"):
+        bandit.run_bandit(agent, tiny_env, 8, actions=[0, 1, 2, 0])
+
+
+def test_a_damaged_agent_checkpoint_is_named_and_leaves_the_agent_unchanged(tiny_env, tmp_path):
+    for kind in ("thompson", "greedy"):
+        agent = make_small_agent(tiny_env, kind)
+        bandit.run_bandit(agent, tiny_env, 3)
+        path = tmp_path / f"{kind}.bbb"
+        agent.save(str(path))
+        payload = path.read_bytes()
+        path.write_bytes(payload[: len(payload) // 2])
+        other = make_small_agent(tiny_env, kind, seed=4)
+        before = network_values(other)
+        with pytest.raises(ValueError, match=str(path)):
+            other.load(str(path))
+        for ours, theirs in zip(network_values(other), before):
+            np.testing.assert_array_equal(ours, theirs)
+
+
+def test_episodes_of_different_lengths_share_their_first_steps(tiny_env):
+    short, long = tiny_env.draw_episode(50, seed=3), tiny_env.draw_episode(500, seed=3)
+    np.testing.assert_array_equal(short[0], long[0][:50])
+    np.testing.assert_array_equal(short[1], long[1][:50])

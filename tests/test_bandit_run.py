@@ -7,6 +7,7 @@ import pytest
 
 from gluon_bbb import bandit
 from gluon_bbb.experiments import bandit_run
+from gluon_bbb.checkpoint import read_metadata
 from gluon_bbb.cli import main
 from gluon_bbb.mushroom import load_mushroom
 from gluon_bbb.runlock import LOCK_FILE
@@ -150,3 +151,71 @@ def test_command_prints_the_table_and_reports_bad_input(tiny_file, tmp_path, cap
     assert "greedy-1: 1% greedy" in capsys.readouterr().out
     with pytest.raises(ValueError, match="unknown agent"):
         play(tiny_file, out, agents=["greedy-2"])
+
+
+class StopAfterSegments:
+    """Wraps bandit.run_bandit; raises Interrupted once ``stop`` segments were saved."""
+
+    def __init__(self, monkeypatch, stop):
+        self.original, self.stop = bandit.run_bandit, stop
+        monkeypatch.setattr(bandit, "run_bandit", self)
+
+    def __call__(self, *args, on_segment=None, **kwargs):
+        saved = []
+
+        def save_then_maybe_stop(num_done, actions):
+            on_segment(num_done, actions)
+            saved.append(num_done)
+            if len(saved) == self.stop:
+                raise Interrupted
+
+        return self.original(*args, on_segment=save_then_maybe_stop, **kwargs)
+
+
+@pytest.mark.parametrize("agent", ["thompson", "greedy-5"])
+def test_an_agent_stopped_mid_run_resumes_from_its_checkpoint(tiny_file, tmp_path, monkeypatch,
+                                                              caplog, agent):
+    """Killed after 2 of 3 segments, the same command continues from step 4 and gives the
+    uninterrupted run's actions."""
+    monkeypatch.setattr(bandit.play, "SEGMENT_STEPS", 2)
+    play(tiny_file, tmp_path / "whole", agents=[agent], steps=STEPS)
+    out = tmp_path / "out"
+    with monkeypatch.context() as patch:
+        StopAfterSegments(patch, stop=2)
+        with pytest.raises(Interrupted):
+            play(tiny_file, out, agents=[agent])
+    assert (out / f"agent-{agent}.bbb").exists() and not (out / f"agent-{agent}.json").exists()
+    caplog.set_level("INFO")
+    play(tiny_file, out, agents=[agent])
+    assert "resuming after step 4" in caplog.text
+    assert record(out, agent)["actions"] == record(tmp_path / "whole", agent)["actions"]
+
+
+def test_a_finished_run_is_extended_to_more_steps(tiny_file, tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(bandit.play, "SEGMENT_STEPS", 2)
+    play(tiny_file, tmp_path / "long", agents=["thompson"], steps=STEPS + 3)
+    out = tmp_path / "out"
+    play(tiny_file, out, agents=["thompson"], steps=STEPS + 1)  # checkpoint after step 6
+    caplog.set_level("INFO")
+    play(tiny_file, out, agents=["thompson"], steps=STEPS + 3)
+    assert "resuming after step 6" in caplog.text
+    assert record(out, "thompson")["actions"] == record(tmp_path / "long", "thompson")["actions"]
+    play(tiny_file, out, agents=["thompson"], steps=STEPS - 2)  # shorter: from the start
+    assert "past the 4 asked for" in caplog.text
+    assert record(out, "thompson")["actions"] == record(tmp_path / "long", "thompson")["actions"][:4]
+    kept = read_metadata(str(out / "agent-thompson.bbb"))["extra"]  # not moved back to step 4
+    assert len(kept["actions"]) == 8 and kept["settings"]["steps"] == STEPS + 3
+
+
+def test_a_damaged_agent_checkpoint_is_named_and_the_agent_played_from_the_start(
+        tiny_file, tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(bandit.play, "SEGMENT_STEPS", 2)
+    out = tmp_path / "out"
+    play(tiny_file, out, agents=["greedy-0"])
+    good = record(out, "greedy-0")
+    (out / "agent-greedy-0.json").unlink()
+    path = out / "agent-greedy-0.bbb"
+    path.write_bytes(path.read_bytes()[:100])
+    play(tiny_file, out, agents=["greedy-0"])
+    assert str(path) in caplog.text and "played from the start" in caplog.text
+    assert record(out, "greedy-0")["actions"] == good["actions"]

@@ -16,8 +16,14 @@ The output folder holds:
     Written atomically as soon as the agent finishes: its settings, final numbers, seconds,
     every action (from which :func:`gluon_bbb.bandit.replay_history` rebuilds the whole
     history) and its cumulative regret curves, downsampled to at most
-    :data:`MAX_CURVE_POINTS` points. A later run with the same settings skips the agent, so
-    an interrupted run loses at most the agent it was playing.
+    :data:`MAX_CURVE_POINTS` points. A later run with the same settings skips the agent.
+``agent-<name>.bbb``
+    The agent's checkpoint (network, optimizer state, actions so far, seconds), written
+    atomically after every :data:`~gluon_bbb.bandit.SEGMENT_STEPS` steps. The same command
+    resumes an interrupted agent from it, and a longer run of the same settings (more
+    ``steps``) continues a finished one from its last checkpoint; either way the result is
+    the uninterrupted run's. A damaged checkpoint is named in a warning and the agent is
+    played from the start.
 ``bandit.json``, ``bandit.md``
     The final cumulative regret of each agent and the wall times.
 ``regret.png``
@@ -76,6 +82,9 @@ THOMPSON_SETTINGS = {
 }
 #: The stored cumulative regret curves keep at most this many points.
 MAX_CURVE_POINTS = 1000
+#: An agent's checkpoint, ``agent-<name>.bbb``, written after every
+#: :data:`~gluon_bbb.bandit.SEGMENT_STEPS` steps.
+CHECKPOINT_SUFFIX = ".bbb"
 SUMMARY_JSON = "bandit.json"
 SUMMARY_MD = "bandit.md"
 FIGURE = "regret.png"
@@ -210,13 +219,61 @@ def _write_compact_json(path, payload):
     atomic_write_bytes(path, (text + "\n").encode("utf-8"))
 
 
-def _play(settings, env, output_dir, ctx, progress):
-    """Play one agent and store its record; returns the record."""
-    start = time.time()
+def _checkpoint_path(output_dir, name):
+    return os.path.join(output_dir, f"agent-{name}{CHECKPOINT_SUFFIX}")
+
+
+def _same_run(stored, settings):
+    """Whether stored settings describe the same run as ``settings``, up to its length."""
+    return isinstance(stored, dict) and {k: v for k, v in stored.items() if k != "steps"} == \
+        {k: v for k, v in settings.items() if k != "steps"}
+
+
+def _resume_point(settings, env, path, ctx):
+    """(agent, actions, seconds, checkpoint_steps): a fresh agent, or one restored from the
+    checkpoint at ``path`` with the actions and seconds of the steps it has played; and how
+    many steps that checkpoint of the same run holds (0 if none), used or not."""
     agent = make_agent(settings, env.num_features, ctx)
+    if not os.path.exists(path):
+        return agent, None, 0.0, 0
+    try:
+        extra = agent.load(path)
+        if not (isinstance(extra, dict) and isinstance(extra.get("actions"), list)
+                and isinstance(extra.get("seconds"), (int, float))):
+            raise CheckpointError(f"{path} is not a bandit agent's checkpoint of this format")
+        if not _same_run(extra.get("settings"), settings):
+            logger.info("%s holds another run's agent; playing from the start", path)
+            return make_agent(settings, env.num_features, ctx), None, 0.0, 0
+        actions = extra["actions"]
+        if len(actions) > settings["steps"]:
+            logger.info("%s is %d steps in, past the %d asked for; playing from the start",
+                        path, len(actions), settings["steps"])
+            return make_agent(settings, env.num_features, ctx), None, 0.0, len(actions)
+        if not all(a in (bandit.PASS, bandit.EAT) and not isinstance(a, bool) for a in actions) \
+                or len(actions) % bandit.play.SEGMENT_STEPS:
+            raise CheckpointError(f"{path}: its actions are not a whole number of segments "
+                                  f"of PASS/EAT")
+        logger.info("%s: resuming after step %d", settings["label"], len(actions))
+        return agent, actions, float(extra["seconds"]), len(actions)
+    except CheckpointError as error:  # a bad file: say which, and start afresh
+        logger.warning("%s; the agent is played from the start", error)
+        return make_agent(settings, env.num_features, ctx), None, 0.0, 0
+
+
+def _play(settings, env, output_dir, ctx, progress):
+    """Play one agent (resuming from its checkpoint) and store its record; returns it."""
+    start = time.time()
+    path = _checkpoint_path(output_dir, settings["agent"])
+    agent, actions, seconds_before, checkpoint_steps = _resume_point(settings, env, path, ctx)
+
+    def save(num_done, actions_done):
+        if num_done > checkpoint_steps:  # a checkpoint of this run never moves back
+            agent.save(path, extra={"settings": settings, "actions": actions_done.tolist(),
+                                    "seconds": seconds_before + time.time() - start})
+
     history = bandit.run_bandit(agent, env, settings["steps"], seed=settings["seed"],
-                                progress=progress)
-    record = _record(settings, history, env, time.time() - start)
+                                progress=progress, actions=actions, on_segment=save)
+    record = _record(settings, history, env, seconds_before + time.time() - start)
     _write_compact_json(_agent_path(output_dir, settings["agent"]), record)
     return record
 

@@ -1,0 +1,305 @@
+"""The mushroom bandit's agents (Blundell et al. 2015, section 5.3).
+
+Each agent models the expected reward with a network on the context concatenated with a
+one-hot action, trained after every interaction on minibatches from a buffer of the most
+recent interactions:
+
+- :class:`ThompsonAgent`: Bayes by Backprop through :meth:`BBBTrainer.step`; it acts
+  greedily on the rewards predicted by networks sampled from the posterior (Thompson
+  sampling), averaging the predictions of ``num_action_samples`` samples;
+- :class:`EpsilonGreedyAgent`: the same network trained by maximum likelihood; it acts
+  greedily, except that with probability epsilon it picks a random action.
+
+Both can be reseeded, saved and loaded, so a long run resumes exactly
+(:func:`gluon_bbb.bandit.run_bandit`).
+"""
+import math
+
+import mxnet as mx
+import numpy as np
+from mxnet import autograd, gluon, nd
+
+from .. import optimizer_state
+from .._checks import check_int
+from ..checkpoint import CheckpointError, read_checkpoint, write_checkpoint
+from ..context import resolve_context
+from ..fused import adam as fused_adam
+from ..loss import BBBLoss
+from ..models import mlp
+from ..paramfile import structural_parameters
+from ..priors import Prior, ScaleMixturePrior
+from ..trainer import BBBTrainer
+from ..uncertainty import sample_network_outputs
+from .environment import EAT, NUM_ACTIONS, PASS, action_inputs
+
+__all__ = ["ReplayBuffer", "ThompsonAgent", "EpsilonGreedyAgent"]
+
+
+class ReplayBuffer:
+    """The most recent ``capacity`` (network input, reward) pairs, in a ring.
+
+    Parameters
+    ----------
+    capacity : int, >= 1
+    num_inputs : int, length of a network input (F + NUM_ACTIONS)
+    """
+
+    def __init__(self, capacity, num_inputs):
+        check_int("capacity", capacity)
+        self.inputs = np.zeros((capacity, num_inputs), dtype=np.float32)
+        self.rewards = np.zeros(capacity, dtype=np.float32)
+        self.capacity, self.size, self._next = int(capacity), 0, 0
+
+    def __len__(self):
+        return self.size
+
+    def add(self, network_input, reward):
+        """Store one interaction, overwriting the oldest one when full."""
+        self.inputs[self._next] = network_input
+        self.rewards[self._next] = reward
+        self._next = (self._next + 1) % self.capacity
+        self.size = min(self.size + 1, self.capacity)
+
+    def fill(self, inputs, rewards):
+        """Empty the buffer, then store the rows of ``inputs`` (T, num_inputs) and ``rewards``
+        (T,) in order: the state :meth:`add` leaves after those T calls, in one step (to
+        rebuild the buffer of a resumed run from its history)."""
+        inputs = np.asarray(inputs, dtype=np.float32)
+        rewards = np.asarray(rewards, dtype=np.float32)
+        if inputs.ndim != 2 or inputs.shape[1] != self.inputs.shape[1] or rewards.shape != inputs.shape[:1]:
+            raise ValueError(f"need inputs (T, {self.inputs.shape[1]}) and rewards (T,), got "
+                             f"{inputs.shape} and {rewards.shape}")
+        total = len(inputs)
+        self.inputs[:], self.rewards[:] = 0.0, 0.0
+        kept = np.arange(max(0, total - self.capacity), total)
+        self.inputs[kept % self.capacity] = inputs[kept]
+        self.rewards[kept % self.capacity] = rewards[kept]
+        self.size, self._next = min(total, self.capacity), total % self.capacity
+
+    def sample(self, num, rng):
+        """``num`` interactions drawn uniformly with replacement: (num, num_inputs), (num,)."""
+        if self.size == 0:
+            raise ValueError("the buffer is empty")
+        index = rng.integers(0, self.size, size=num)
+        return self.inputs[index], self.rewards[index]
+
+
+class _NetworkAgent:
+    """Shared parts: the reward network, the buffer, and training after each interaction.
+
+    The network is an :func:`~gluon_bbb.models.mlp` with one output, initialised with
+    ``mx.init.Xavier()`` from MXNet's generator (call ``mx.random.seed`` first for a
+    reproducible run): with gluon's default small uniform initialisation, the large negative
+    rewards of poisonous mushrooms easily silence every ReLU for some contexts.
+    """
+
+    def __init__(self, num_features, hidden_sizes, buffer_size, num_minibatches, batch_size,
+                 noise_sigma, learning_rate, seed, ctx):
+        check_int("num_features", num_features)
+        check_int("num_minibatches", num_minibatches)
+        check_int("batch_size", batch_size)
+        if not (float(noise_sigma) > 0 and math.isfinite(float(noise_sigma))):
+            raise ValueError(f"noise_sigma must be a positive finite number, got {noise_sigma!r}")
+        self.num_minibatches, self.batch_size = int(num_minibatches), int(batch_size)
+        self.noise_sigma, self.learning_rate = float(noise_sigma), float(learning_rate)
+        self.ctx = resolve_context(ctx)
+        self.rng = np.random.default_rng(seed)
+        self.num_features = int(num_features)
+        num_inputs = self.num_features + NUM_ACTIONS
+        self.buffer = ReplayBuffer(buffer_size, num_inputs)
+        self.net = mlp(hidden_sizes, num_outputs=1)
+        self.net.initialize(mx.init.Xavier(), ctx=self.ctx)
+        self.net(nd.zeros((1, num_inputs), ctx=self.ctx))  # resolves the deferred shapes
+
+    def act(self, context):
+        """PASS or EAT for one context (F,)."""
+        rewards = self.predicted_rewards(action_inputs(self._checked(context)[None]))
+        return int(np.argmax(rewards))
+
+    def observe(self, context, action, reward):
+        """Store the interaction and train on ``num_minibatches`` minibatches of the buffer."""
+        if action not in (PASS, EAT):
+            raise ValueError(f"action must be PASS ({PASS}) or EAT ({EAT}), got {action!r}")
+        self.buffer.add(action_inputs(self._checked(context)[None])[action], reward)
+        inputs, rewards = self.buffer.sample(self.num_minibatches * self.batch_size, self.rng)
+        inputs = nd.array(inputs, ctx=self.ctx)  # one copy per interaction, then slices
+        rewards = nd.array(rewards, ctx=self.ctx)
+        for start in range(0, len(inputs), self.batch_size):
+            stop = start + self.batch_size
+            self._train_step(inputs[start:stop], rewards[start:stop])
+
+    def reseed(self, seed):
+        """Restart every random stream of the agent from ``seed``: the buffer sampling and
+        epsilon draws, and MXNet's generator on the agent's context. A run that reseeds at
+        fixed steps can stop at one of them and resume exactly (:func:`run_bandit`)."""
+        self.rng = np.random.default_rng(int(seed))
+        mx.random.seed(int(seed), ctx=self.ctx)
+
+    def save(self, path, extra=None):
+        """Atomically write the network, the optimizer state and ``extra`` (JSON) to a
+        checkpoint file (no pickle)."""
+        raise NotImplementedError
+
+    def load(self, path):
+        """Restore a :meth:`save` file into this agent, checking it first; returns its
+        ``extra``. A bad file raises a :class:`~gluon_bbb.checkpoint.CheckpointError`
+        (a ValueError) naming it, and leaves the agent unchanged."""
+        raise NotImplementedError
+
+    def _checked(self, context):
+        context = np.asarray(context, dtype=np.float32)
+        if context.shape != (self.num_features,):
+            raise ValueError(f"a context must have shape ({self.num_features},), got {context.shape}")
+        return context
+
+    def predicted_rewards(self, inputs):
+        raise NotImplementedError
+
+    def _train_step(self, inputs, rewards):
+        raise NotImplementedError
+
+
+class ThompsonAgent(_NetworkAgent):
+    """Thompson sampling with a Bayes-by-Backprop reward network.
+
+    Parameters
+    ----------
+    num_features : int, the context length F
+    hidden_sizes : sequence of int
+        The paper: two hidden layers of 100 ReLU units.
+    prior : Prior, optional
+        Default ScaleMixturePrior(0.5, 1, exp(-6)).
+    noise_sigma : float
+        Standard deviation of the Gaussian reward likelihood.
+    num_action_samples : int
+        Weight samples whose predicted rewards are averaged to pick an action.
+    num_train_samples : int
+        Weight samples per training step (``BBBTrainer(num_samples=...)``).
+    buffer_size, num_minibatches, batch_size : int
+        Train on ``num_minibatches`` minibatches of ``batch_size`` interactions drawn from
+        the last ``buffer_size`` after every interaction (the paper: 4096, 64, 64).
+    learning_rate : float
+        Adam's learning rate.
+    rho_init : float
+        Initial rho of the posterior (sigma = softplus(rho)).
+    seed : int
+        Seeds the buffer sampling and the trainer's weight noise.
+    ctx : mx.Context or str, optional
+
+    Notes
+    -----
+    The complexity weight of every minibatch is pi = batch_size / buffer_size: the buffer at
+    its full size is the data set of Eq. (1), cut into buffer_size / batch_size minibatches.
+    Weighting by the buffer's current fill instead (pi = batch_size / len(buffer)) would make
+    the complexity cost dominate the first interactions (pi = 64 after the first one with
+    the paper's settings), and the network collapses onto the prior's narrow component
+    before it has seen any data.
+    """
+
+    def __init__(self, num_features, hidden_sizes=(100, 100), prior=None, noise_sigma=1.0,
+                 num_action_samples=2, num_train_samples=2, buffer_size=4096, num_minibatches=64,
+                 batch_size=64, learning_rate=1e-3, rho_init=-5.0, seed=0, ctx=None):
+        super().__init__(num_features, hidden_sizes, buffer_size, num_minibatches, batch_size,
+                         noise_sigma, learning_rate, seed, ctx)
+        check_int("num_action_samples", num_action_samples)
+        prior = ScaleMixturePrior(0.5, 1.0, math.exp(-6)) if prior is None else prior
+        if not isinstance(prior, Prior):
+            raise ValueError(f"prior must be a GaussianPrior or ScaleMixturePrior, got {prior!r}")
+        self.num_action_samples = int(num_action_samples)
+        loss = BBBLoss(prior, likelihood="gaussian", noise_sigma=noise_sigma)
+        self.trainer = BBBTrainer(self.net, loss, optimizer_params={"learning_rate": self.learning_rate},
+                                  num_samples=num_train_samples, rho_init=rho_init, seed=seed, ctx=self.ctx)
+
+    def predicted_rewards(self, inputs):
+        """Rewards predicted for network inputs (M, F + 2), averaged over sampled networks."""
+        outputs, _ = sample_network_outputs(self.trainer, inputs, self.num_action_samples)
+        return outputs.mean(axis=0).reshape((-1,)).asnumpy()
+
+    def _train_step(self, inputs, rewards):
+        kl_weight = self.batch_size / self.buffer.capacity
+        self.trainer.step(inputs, rewards, kl_weight)
+
+    def reseed(self, seed):
+        super().reseed(seed)
+        self.trainer.reseed(int(seed))
+
+    def save(self, path, extra=None):
+        self.trainer.save(path, extra=extra)
+
+    def load(self, path):
+        return self.trainer.load(path).get("extra")
+
+
+class EpsilonGreedyAgent(_NetworkAgent):
+    """The same reward network trained by maximum likelihood, with epsilon-greedy actions.
+
+    Parameters
+    ----------
+    num_features : int
+    epsilon : float in [0, 1]
+        Probability of a uniformly random action (the paper: 0, 0.01, 0.05).
+    hidden_sizes, noise_sigma, buffer_size, num_minibatches, batch_size, learning_rate, seed, ctx
+        As for :class:`ThompsonAgent`.
+    """
+
+    def __init__(self, num_features, epsilon, hidden_sizes=(100, 100), noise_sigma=1.0,
+                 buffer_size=4096, num_minibatches=64, batch_size=64, learning_rate=1e-3, seed=0,
+                 ctx=None):
+        super().__init__(num_features, hidden_sizes, buffer_size, num_minibatches, batch_size,
+                         noise_sigma, learning_rate, seed, ctx)
+        epsilon = float(epsilon)
+        if not 0.0 <= epsilon <= 1.0:
+            raise ValueError(f"epsilon must lie in [0, 1], got {epsilon!r}")
+        self.epsilon = epsilon
+        self.cost = _SquaredErrorCost(self.net, self.noise_sigma)
+        # the network and its cost in one cached graph; the network alone (acting) has its own
+        self.cost.hybridize(static_alloc=True, static_shape=True)
+        self.trainer = gluon.Trainer(self.net.collect_params(),
+                                     fused_adam(self.ctx, learning_rate=self.learning_rate))
+
+    def act(self, context):
+        if self.epsilon > 0 and self.rng.random() < self.epsilon:
+            return int(self.rng.integers(0, NUM_ACTIONS))
+        return super().act(context)
+
+    def predicted_rewards(self, inputs):
+        """The network's predicted rewards for inputs (M, F + 2)."""
+        return self.net(nd.array(inputs, ctx=self.ctx)).reshape((-1,)).asnumpy()
+
+    def _train_step(self, inputs, rewards):
+        with autograd.record():
+            nll = self.cost(inputs, rewards)
+        nll.backward()
+        self.trainer.step(1)
+
+    def save(self, path, extra=None):
+        arrays = {name: param.data() for name, param in structural_parameters(self.net).items()}
+        write_checkpoint(path, arrays, {"kind": "bandit-greedy", "extra": extra},
+                         optimizer_state.capture(self.trainer))
+
+    def load(self, path):
+        params = structural_parameters(self.net)
+        stored = read_checkpoint(path, expected={name: p.shape for name, p in params.items()},
+                                 with_optimizer=True)
+        if stored.optimizer is None:
+            raise CheckpointError(f"{path} holds no optimizer state: not a bandit agent's checkpoint")
+        optimizer_state.restore(self.trainer, *stored.optimizer, source=path)  # checks first
+        for name, param in params.items():
+            param.set_data(nd.array(stored.arrays[name], ctx=self.ctx, dtype=param.dtype))
+        return stored.metadata.get("extra")
+
+
+class _SquaredErrorCost(gluon.HybridBlock):
+    """The Gaussian negative log-likelihood of rewards, up to a constant, summed over a batch:
+    sum_n (net(x_n) - r_n)^2 / (2 noise_sigma^2).
+
+    Inputs: inputs (N, F + 2), rewards (N,). Output: (1,).
+    """
+
+    def __init__(self, net, noise_sigma):
+        super().__init__(prefix="")
+        self.net, self.scale = net, 0.5 / noise_sigma ** 2
+
+    def hybrid_forward(self, F, inputs, rewards):
+        residual = F.reshape(self.net(inputs), (-1,)) - rewards
+        return F.sum(F.square(residual)) * self.scale
