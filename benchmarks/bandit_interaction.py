@@ -37,14 +37,15 @@ class TimedSteps:
     """Wraps an agent's training step, adding up its wall time (queue drained at the end of
     each interaction's steps by :func:`play`)."""
 
-    def __init__(self, agent):
+    def __init__(self, agent, steps_per_interaction):
         self.step, self.seconds, self.calls = agent._train_step, 0.0, 0  # noqa: SLF001 -- instrumented
+        self.steps_per_interaction = steps_per_interaction
         agent._train_step = self  # noqa: SLF001
 
     def __call__(self, *args):
         start = time.perf_counter()
         self.step(*args)
-        if self.calls % 64 == 63:
+        if self.calls % self.steps_per_interaction == self.steps_per_interaction - 1:
             nd.waitall()
         self.seconds += time.perf_counter() - start
         self.calls += 1
@@ -68,7 +69,7 @@ def measure(name, env, warmup, interactions):
     settings = bandit_run.agent_settings(name, warmup + interactions)
     agent = bandit_run.make_agent(settings, env.num_features)
     indices, harmful = env.draw_episode(warmup + interactions, seed=0)
-    timed = TimedSteps(agent)
+    timed = TimedSteps(agent, settings["num_minibatches"])
     play(agent, env, indices[:warmup], harmful[:warmup], timed)
     timed.seconds = 0.0
     act, observe = play(agent, env, indices[warmup:], harmful[warmup:], timed)

@@ -22,7 +22,11 @@ BBB steps are timed with 1 and 2 weight samples. The networks:
 - regression: the toy regression's 1-100-100-1, batch 32, Gaussian likelihood;
 - mnist: the paper's 784-400-400-10, batch 128, softmax likelihood.
 
-Inputs are random (the time does not depend on the values). Prints a markdown table of the
+Inputs are random (the time does not depend on the values). PyTorch runs with
+``--torch-threads`` threads, default 1: what importing mxnet leaves it, and PyTorch's fastest
+setting for the two small networks on a 2-core machine. More threads speed up its MNIST step,
+but its idle threads then spin and slow the MXNet steps timed in between, so compare such
+runs network by network. Prints a markdown table of the
 median and 90th percentile in milliseconds, and the targets of issue 17 for the bandit
 network; ``--json`` writes every number.
 
@@ -196,19 +200,22 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=400, help="timed steps per contender per round")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=50)
+    parser.add_argument("--torch-threads", type=int, default=1,
+                        help="PyTorch's threads (default 1, what importing mxnet leaves it)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
+    torch.set_num_threads(args.torch_threads)
     results = {"command": " ".join(["python"] + sys.argv), "machine": machine_info(),
                "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
                "mxnet": mx.__version__, "networks": {}}
     print(f"torch {torch.__version__} ({torch.get_num_threads()} threads), mxnet {mx.__version__}")
     for name in args.networks:
         steps = contenders(name)
+        for step in steps.values():
+            time_steps(step, args.warmup)
         fused = next(iter(steps.values())).trainer
         print(f"\n{name}: {'-'.join(map(str, NETWORKS[name][0]))}, batch {NETWORKS[name][1]}; "
               f"fused path: {fused.fused or fused.fused_reason}", flush=True)
-        for step in steps.values():
-            time_steps(step, args.warmup)
         times = {label: [] for label in steps}
         for _ in range(args.rounds):
             for label, step in steps.items():

@@ -1,5 +1,6 @@
 """Mushroom data loading, the bandit's rewards and regret, and short seeded agent runs."""
 import mxnet as mx
+from mxnet import nd
 import numpy as np
 import pytest
 from matplotlib.figure import Figure
@@ -301,3 +302,14 @@ def test_episodes_of_different_lengths_share_their_first_steps(tiny_env):
     short, long = tiny_env.draw_episode(50, seed=3), tiny_env.draw_episode(500, seed=3)
     np.testing.assert_array_equal(short[0], long[0][:50])
     np.testing.assert_array_equal(short[1], long[1][:50])
+
+
+def test_greedy_cost_is_the_gaussian_negative_log_likelihood(tiny_env):
+    """The greedy agents' one-graph cost equals sum (net(x) - r)^2 / (2 sigma^2), by NumPy."""
+    agent = bandit.EpsilonGreedyAgent(tiny_env.num_features, epsilon=0.0, noise_sigma=2.0, **SMALL)
+    inputs = bandit.action_inputs(tiny_env.contexts)
+    rewards = np.random.default_rng(0).normal(size=len(inputs)).astype(np.float32)
+    predicted = agent.predicted_rewards(inputs).astype(np.float64)
+    by_hand = np.sum((predicted - rewards) ** 2) / (2 * 2.0 ** 2)
+    cost = agent.cost(nd.array(inputs), nd.array(rewards)).asscalar()
+    np.testing.assert_allclose(cost, by_hand, rtol=1e-5)

@@ -75,6 +75,12 @@ def test_run_writes_every_file_with_finite_regret(tiny_file, tmp_path):
     assert saved["agents"] == summary["agents"] and saved["num_mushrooms"] == 6
     table = (out / "bandit.md").read_text()
     assert "| Thompson sampling (BBB) | 6 |" in table and "| 5% greedy | 6 |" in table
+    for row in saved["agents"]:  # the milestone table: only the last step in a run this short
+        history = bandit.replay_history(env, record(out, row["agent"])["actions"], seed=0)
+        assert row["expected_regret_at"] == {"6": history.cumulative_expected_regret[-1]}
+        assert f"| {row['label']} | {history.cumulative_expected_regret[-1]:,.0f} |" in table
+    assert bandit_run.milestones(6) == [6] and bandit_run.milestones(50_000) == \
+        [1_000, 5_000, 10_000, 25_000, 50_000] and bandit_run.milestones(7_000) == [1_000, 5_000, 7_000]
     assert (out / "regret.png").read_bytes()[:4] == b"\x89PNG"
 
 

@@ -573,3 +573,30 @@ def test_closed_form_kl_through_either_path_has_the_analytic_gradient(path):
         np.testing.assert_allclose(mu.grad.asnumpy(), m / 0.25, rtol=1e-6, atol=1e-9)
         np.testing.assert_allclose(rho.grad.asnumpy(), (sigma / 0.25 - 1 / sigma) / (1 + np.exp(-r)),
                                    rtol=1e-6, atol=1e-9)
+
+
+def test_adam_factory_picks_the_fused_rule_where_it_can(monkeypatch):
+    assert isinstance(fused.adam(mx.cpu(), learning_rate=0.01), fused.FusedAdam)
+    monkeypatch.setenv(fused.ENV_SWITCH, "0")
+    plain = fused.adam(mx.cpu(), learning_rate=0.01)
+    assert type(plain) is mx.optimizer.Adam and plain.learning_rate == 0.01
+
+
+def test_fused_adam_decides_per_set_of_tensors():
+    """One optimizer, two sets of tensors of different dtypes: each set is decided (and
+    cached) on its own, and both follow MXNet's Adam."""
+    rng = np.random.default_rng(1)
+    sets = {(0, 1): "float32", (2,): "float64"}
+    gradients = [{key: [rng.normal(size=(4, 3)) for _ in key] for key in sets} for _ in range(3)]
+    results = []
+    for optimizer in (mx.optimizer.Adam(learning_rate=0.01), fused.FusedAdam(learning_rate=0.01)):
+        updater = mx.optimizer.get_updater(optimizer)
+        weights = {i: nd.array(np.ones((4, 3)), dtype=sets[key]) for key in sets for i in key}
+        for step_gradients in gradients:
+            for key, grads in step_gradients.items():
+                updater(list(key), [nd.array(g, dtype=sets[key]) for g in grads],
+                        [weights[i] for i in key])
+        results.append([weights[i].asnumpy() for i in sorted(weights)])
+    assert optimizer._fusable == {(0, 1): True, (2,): True}
+    for a, b in zip(*results):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

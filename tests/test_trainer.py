@@ -424,3 +424,43 @@ def test_moped_start_from_a_trained_network():
     trainer = BBBTrainer(net, BBBLoss(GaussianPrior(1.0)), sigma_init="moped", moped_delta=0.05)
     for w, sigma in zip(weights, trainer.posterior.sigmas()):
         np.testing.assert_allclose(sigma.asnumpy(), np.maximum(0.05 * np.abs(w), 1e-8), rtol=1e-4)
+
+
+def test_a_float_complexity_weight_is_copied_once_and_follows_its_value(data):
+    """Steps with a float weight equal steps with the same weight as an NDArray, also when
+    the float changes between steps."""
+    x, y = next(iter(data[0]))
+    costs = []
+    for as_array in (False, True):
+        trainer = make_trainer()
+        costs.append([trainer.step(x, y, nd.array([w]) if as_array else w)[0].asscalar()
+                      for w in (0.5, 0.5, 0.25, 0.5)])
+    assert costs[0] == costs[1]
+    trainer = make_trainer()
+    trainer.step(x, y, 0.5)
+    first = trainer._kl_weight_cache[1]
+    trainer.step(x, y, 0.5)
+    assert trainer._kl_weight_cache[1] is first
+
+
+def test_reseed_restarts_the_weight_noise(data):
+    x, y = next(iter(data[0]))
+    costs = []
+    for seed in (11, 11, 12):  # the same start each time; the noise follows the seed
+        trainer = make_trainer()
+        trainer.prepare(x)
+        trainer.reseed(seed)
+        costs.append(trainer.step(x, y, 0.1)[0].asscalar())
+    assert costs[0] == costs[1] != costs[2]
+    with pytest.raises(RuntimeError, match="seen data"):
+        BBBTrainer(small_mlp(), BBBLoss(GaussianPrior(1.0))).reseed(1)
+
+
+def test_extra_metadata_is_saved_and_returned(data, tmp_path):
+    x, y = next(iter(data[0]))
+    trainer = make_trainer()
+    trainer.step(x, y, 0.1)
+    trainer.save(str(tmp_path / "c.bbb"), extra={"steps": 3, "actions": [0, 1]})
+    other = make_trainer(seed=1)
+    other.step(x, y, 0.1)
+    assert other.load(str(tmp_path / "c.bbb"))["extra"] == {"steps": 3, "actions": [0, 1]}

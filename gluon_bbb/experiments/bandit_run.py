@@ -55,6 +55,9 @@ __all__ = [
     "read_agent_record",
     "run_agents",
     "summary_table",
+    "milestone_table",
+    "milestones",
+    "MILESTONES",
 ]
 
 logger = logging.getLogger(__name__)
@@ -80,6 +83,9 @@ THOMPSON_SETTINGS = {
     "num_action_samples": 2,
     "num_train_samples": 2,
 }
+#: Steps at which ``bandit.md`` gives every agent's cumulative expected regret (the paper's
+#: horizon is 50,000), with the last step of the run.
+MILESTONES = (1_000, 5_000, 10_000, 25_000, 50_000)
 #: The stored cumulative regret curves keep at most this many points.
 MAX_CURVE_POINTS = 1000
 #: An agent's checkpoint, ``agent-<name>.bbb``, written after every
@@ -334,10 +340,24 @@ def _run_agents_locked(all_settings, env, data, mushroom_path, steps, output_dir
     return summary
 
 
+def milestones(steps):
+    """The steps of :data:`MILESTONES` up to ``steps``, and ``steps`` itself."""
+    return sorted({m for m in MILESTONES if m < steps} | {int(steps)})
+
+
+def _regret_at(record, env, marks):
+    """{step: cumulative expected regret} of an agent's record at the given steps."""
+    curve = bandit.replay_history(env, record["actions"], record["settings"]["seed"]) \
+        .cumulative_expected_regret
+    return {str(m): float(curve[m - 1]) for m in marks if m <= len(curve)}
+
+
 def _summary(records, skipped, env, data, mushroom_path, command, seconds):
     rows = [dict(record["final"], agent=record["agent"], label=record["label"],
                  steps=record["settings"]["steps"], seconds=record["seconds"],
-                 skipped=record["agent"] in skipped) for record in records]
+                 skipped=record["agent"] in skipped,
+                 expected_regret_at=_regret_at(record, env, milestones(record["settings"]["steps"])))
+            for record in records]
     settings = {key: value for key, value in records[0]["settings"].items()
                 if key not in ("agent", "label", "epsilon")}
     for key in THOMPSON_SETTINGS:
@@ -363,6 +383,19 @@ def summary_table(rows):
     return "\n".join(lines) + "\n"
 
 
+def milestone_table(rows):
+    """A markdown table of the cumulative expected regret of the ``agents`` rows of
+    ``bandit.json`` at each of their milestones."""
+    marks = sorted({int(m) for row in rows for m in row["expected_regret_at"]})
+    lines = ["| agent | " + " | ".join(f"{m:,}" for m in marks) + " |",
+             "| --- |" + " ---: |" * len(marks)]
+    for row in rows:
+        cells = [row["expected_regret_at"].get(str(m)) for m in marks]
+        lines.append(f"| {row['label']} | " + " | ".join(
+            "" if cell is None else f"{cell:,.0f}" for cell in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def _write_summary(output_dir, summary, records, env):
     write_json(os.path.join(output_dir, SUMMARY_JSON), summary)
     settings = summary["settings"]
@@ -373,6 +406,8 @@ def _write_summary(output_dir, summary, records, env):
             f"{settings['batch_size']} per interaction. Regret is the oracle's reward minus the "
             f"agent's; the expected regret averages the coin flip of a poisonous meal.\n\n"
             f"{summary_table(summary['agents'])}\n"
+            f"Cumulative expected regret after each number of steps:\n\n"
+            f"{milestone_table(summary['agents'])}\n"
             f"Agents' time {summary['agent_seconds_total']:.0f} s in all (this invocation "
             f"{summary['wall_seconds']:.0f} s wall); command: `{summary['command']}`\n")
     atomic_write_bytes(os.path.join(output_dir, SUMMARY_MD), text.encode("utf-8"))
