@@ -313,3 +313,19 @@ def test_greedy_cost_is_the_gaussian_negative_log_likelihood(tiny_env):
     by_hand = np.sum((predicted - rewards) ** 2) / (2 * 2.0 ** 2)
     cost = agent.cost(nd.array(inputs), nd.array(rewards)).asscalar()
     np.testing.assert_allclose(cost, by_hand, rtol=1e-5)
+
+
+def test_the_seen_complexity_weight_shrinks_with_the_interactions(tiny_env):
+    agent = bandit.ThompsonAgent(tiny_env.num_features, kl_data="seen", hidden_sizes=(4,),
+                                 buffer_size=8, num_minibatches=1, batch_size=2)
+    paper = bandit.ThompsonAgent(tiny_env.num_features, hidden_sizes=(4,), buffer_size=8,
+                                 num_minibatches=1, batch_size=2)
+    weights = []
+    for step in range(20):
+        for each in (agent, paper):
+            each.observe(tiny_env.contexts[step % 6], bandit.EAT, 5.0)
+        weights.append((agent.kl_weight, paper.kl_weight))
+    assert weights[3] == (2 / 8, 2 / 8) and weights[7] == (2 / 8, 2 / 8)
+    assert weights[15] == (2 / 16, 2 / 8) and weights[19] == (2 / 20, 2 / 8)
+    with pytest.raises(ValueError, match="kl_data"):
+        bandit.ThompsonAgent(4, kl_data="everything")

@@ -225,3 +225,31 @@ def test_a_damaged_agent_checkpoint_is_named_and_the_agent_played_from_the_start
     play(tiny_file, out, agents=["greedy-0"])
     assert str(path) in caplog.text and "played from the start" in caplog.text
     assert record(out, "greedy-0")["actions"] == good["actions"]
+
+
+def test_thompson_settings_are_checked_recorded_and_change_the_run(tiny_file, tmp_path):
+    assert bandit_run.thompson_settings() == bandit_run.THOMPSON_SETTINGS
+    for bad, message in (({"rho": 1}, "unknown Thompson settings"),
+                         ({"num_action_samples": 0}, "num_action_samples"),
+                         ({"kl_data": "all"}, "kl_data"),
+                         ({"rho_init": float("nan")}, "rho_init"),
+                         ({"prior": {"pi": 1.5, "log_sigma1": 0, "log_sigma2": 6}}, "pi")):
+        with pytest.raises(ValueError, match=message):
+            bandit_run.thompson_settings(bad)
+    out = tmp_path / "out"
+    play(tiny_file, out, agents=["thompson"])
+    before = record(out, "thompson")
+    chosen = {"num_action_samples": 1, "kl_data": "seen", "rho_init": -4.0}
+    summary = bandit_run.run_agents(str(tiny_file), STEPS, str(out), agents=["thompson"],
+                                    num_minibatches=1, thompson=chosen)
+    after = record(out, "thompson")
+    assert not summary["agents"][0]["skipped"]  # other settings: played again
+    assert {key: after["settings"][key] for key in chosen} == chosen
+    assert summary["thompson"] == dict(bandit_run.THOMPSON_SETTINGS, **chosen)
+    assert before["settings"]["kl_data"] == "buffer"
+    code = main(["bandit", "--steps", str(STEPS), "--num-minibatches", "1", "--mushroom", str(tiny_file),
+                 "--output-dir", str(out), "--agents", "thompson", "--no-progress",
+                 "--action-samples", "1", "--kl-data", "seen", "--rho-init", "-4"])
+    assert code == 0 and record(out, "thompson")["actions"] == after["actions"]  # skipped: the same
+    assert main(["bandit", "--steps", "3", "--mushroom", str(tiny_file), "--output-dir",
+                 str(tmp_path / "x"), "--prior-pi", "1.5"]) == 2

@@ -49,6 +49,7 @@ class ReplayBuffer:
         self.inputs = np.zeros((capacity, num_inputs), dtype=np.float32)
         self.rewards = np.zeros(capacity, dtype=np.float32)
         self.capacity, self.size, self._next = int(capacity), 0, 0
+        self.num_added = 0  # every interaction ever stored, kept or overwritten since
 
     def __len__(self):
         return self.size
@@ -59,6 +60,7 @@ class ReplayBuffer:
         self.rewards[self._next] = reward
         self._next = (self._next + 1) % self.capacity
         self.size = min(self.size + 1, self.capacity)
+        self.num_added += 1
 
     def fill(self, inputs, rewards):
         """Empty the buffer, then store the rows of ``inputs`` (T, num_inputs) and ``rewards``
@@ -75,6 +77,7 @@ class ReplayBuffer:
         self.inputs[kept % self.capacity] = inputs[kept]
         self.rewards[kept % self.capacity] = rewards[kept]
         self.size, self._next = min(total, self.capacity), total % self.capacity
+        self.num_added = total
 
     def sample(self, num, rng):
         """``num`` interactions drawn uniformly with replacement: (num, num_inputs), (num,)."""
@@ -182,26 +185,43 @@ class ThompsonAgent(_NetworkAgent):
         Adam's learning rate.
     rho_init : float
         Initial rho of the posterior (sigma = softplus(rho)).
+    kl_data : {'buffer', 'seen'}
+        What the complexity weight counts as the data set (see Notes).
     seed : int
         Seeds the buffer sampling and the trainer's weight noise.
     ctx : mx.Context or str, optional
 
     Notes
     -----
-    The complexity weight of every minibatch is pi = batch_size / buffer_size: the buffer at
-    its full size is the data set of Eq. (1), cut into buffer_size / batch_size minibatches.
+    With ``kl_data='buffer'`` (the default) the complexity weight of every minibatch is
+    pi = batch_size / buffer_size: the buffer at its full size is the data set of Eq. (1), cut
+    into buffer_size / batch_size minibatches. The posterior then never gets narrower than
+    buffer_size interactions allow, and what leaves the buffer is forgotten: the complexity
+    cost pulls the weights it no longer constrains back to the prior, and Thompson sampling
+    explores those mushrooms again.
+
+    With ``kl_data='seen'`` the buffer stands for every interaction seen so far, N of them,
+    as a uniform sample of them would: pi = batch_size / max(buffer_size, N). The complexity
+    cost then shrinks as 1/N, as it would with all N interactions as the data set.
+
     Weighting by the buffer's current fill instead (pi = batch_size / len(buffer)) would make
     the complexity cost dominate the first interactions (pi = 64 after the first one with
     the paper's settings), and the network collapses onto the prior's narrow component
-    before it has seen any data.
+    before it has seen any data; both choices above keep pi <= batch_size / buffer_size.
     """
+
+    KL_DATA = ("buffer", "seen")
 
     def __init__(self, num_features, hidden_sizes=(100, 100), prior=None, noise_sigma=1.0,
                  num_action_samples=2, num_train_samples=2, buffer_size=4096, num_minibatches=64,
-                 batch_size=64, learning_rate=1e-3, rho_init=-5.0, seed=0, ctx=None):
+                 batch_size=64, learning_rate=1e-3, rho_init=-5.0, kl_data="buffer", seed=0,
+                 ctx=None):
         super().__init__(num_features, hidden_sizes, buffer_size, num_minibatches, batch_size,
                          noise_sigma, learning_rate, seed, ctx)
         check_int("num_action_samples", num_action_samples)
+        if kl_data not in self.KL_DATA:
+            raise ValueError(f"kl_data must be one of {self.KL_DATA}, got {kl_data!r}")
+        self.kl_data = kl_data
         prior = ScaleMixturePrior(0.5, 1.0, math.exp(-6)) if prior is None else prior
         if not isinstance(prior, Prior):
             raise ValueError(f"prior must be a GaussianPrior or ScaleMixturePrior, got {prior!r}")
@@ -215,9 +235,16 @@ class ThompsonAgent(_NetworkAgent):
         outputs, _ = sample_network_outputs(self.trainer, inputs, self.num_action_samples)
         return outputs.mean(axis=0).reshape((-1,)).asnumpy()
 
+    @property
+    def kl_weight(self):
+        """pi, the complexity weight of each training minibatch now (see Notes)."""
+        data_size = self.buffer.capacity
+        if self.kl_data == "seen":
+            data_size = max(data_size, self.buffer.num_added)
+        return self.batch_size / data_size
+
     def _train_step(self, inputs, rewards):
-        kl_weight = self.batch_size / self.buffer.capacity
-        self.trainer.step(inputs, rewards, kl_weight)
+        self.trainer.step(inputs, rewards, self.kl_weight)
 
     def reseed(self, seed):
         super().reseed(seed)

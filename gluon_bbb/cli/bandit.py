@@ -1,14 +1,15 @@
 """``gluon-bbb bandit``: the paper's mushroom bandit (:mod:`gluon_bbb.experiments.bandit_run`)."""
 import argparse
 import logging
+import math
 import os
 
-from .. import data, mushroom
+from .. import bandit, data, mushroom
 from ..context import resolve_context
 from ..experiments import bandit_run
 from .common import log_to, number
 
-__all__ = ["add_parsers", "bandit_command"]
+__all__ = ["add_parsers", "bandit_command", "thompson_overrides"]
 
 logger = logging.getLogger("gluon_bbb.cli")
 
@@ -37,6 +38,28 @@ def add_parsers(commands):
                       help="seeds the episode and every agent")
     play.add_argument("--num-minibatches", type=number(int, 1, True), default=64,
                       help="training minibatches of 64 after each interaction")
+    paper = bandit_run.THOMPSON_SETTINGS
+    finite = number(float, -math.inf, False)
+    thompson = play.add_argument_group(
+        "the Thompson agent", "defaults: the paper's settings; other values are recorded in each "
+        "agent's settings, so a folder never mixes runs")
+    thompson.add_argument("--action-samples", type=number(int, 1, True),
+                          default=paper["num_action_samples"],
+                          help="weight samples averaged to choose an action (1: textbook Thompson)")
+    thompson.add_argument("--train-samples", type=number(int, 1, True),
+                          default=paper["num_train_samples"], help="weight samples per training step")
+    thompson.add_argument("--rho-init", type=finite, default=paper["rho_init"],
+                          help="initial rho of the posterior (sigma = softplus(rho))")
+    thompson.add_argument("--kl-data", choices=bandit.ThompsonAgent.KL_DATA,
+                          default=paper["kl_data"],
+                          help="the complexity weight's data set: the buffer (pi = 64/4096), or every "
+                               "interaction seen so far (pi = 64/max(4096, N))")
+    thompson.add_argument("--prior-pi", type=number(float, 0, False), default=paper["prior"]["pi"],
+                          help="weight of the wide component, in (0, 1)")
+    thompson.add_argument("--prior-log-sigma1", type=finite,
+                          default=paper["prior"]["log_sigma1"], help="-log sigma1")
+    thompson.add_argument("--prior-log-sigma2", type=finite,
+                          default=paper["prior"]["log_sigma2"], help="-log sigma2")
     play.add_argument("--ctx", default="cpu", help="'cpu', 'gpu' or 'gpu(i)'")
     play.add_argument("--no-progress", action="store_true", help="no progress bar")
     play.set_defaults(func=bandit_command, command_line=None)
@@ -49,6 +72,15 @@ def bandit_command(args):
         summary = bandit_run.run_agents(
             args.mushroom or mushroom.default_mushroom_path(), args.steps, args.output_dir,
             agents=args.agents, seed=args.seed, num_minibatches=args.num_minibatches,
-            ctx=args.ctx, progress=not args.no_progress, command=args.command_line)
+            ctx=args.ctx, progress=not args.no_progress, command=args.command_line,
+            thompson=thompson_overrides(args))
     print(bandit_run.summary_table(summary["agents"]), end="")
     return 0
+
+
+def thompson_overrides(args):
+    """The Thompson agent's settings given on the command line (all of them)."""
+    return {"num_action_samples": args.action_samples, "num_train_samples": args.train_samples,
+            "rho_init": args.rho_init, "kl_data": args.kl_data,
+            "prior": {"pi": args.prior_pi, "log_sigma1": args.prior_log_sigma1,
+                      "log_sigma2": args.prior_log_sigma2}}

@@ -51,6 +51,8 @@ __all__ = [
     "PAPER_SETTINGS",
     "MAX_CURVE_POINTS",
     "agent_settings",
+    "thompson_settings",
+    "THOMPSON_SETTINGS",
     "make_agent",
     "read_agent_record",
     "run_agents",
@@ -77,11 +79,15 @@ PAPER_SETTINGS = {
     "learning_rate": 1e-3,
     "noise_sigma": 1.0,
 }
-#: The Bayesian agent's extra settings: prior (-log sigma convention) and weight samples.
+#: The Bayesian agent's extra settings, the paper's and notebook 08's: prior (-log sigma
+#: convention), weight samples to act and per training step, initial rho, and what the
+#: complexity weight counts as the data set (:class:`gluon_bbb.bandit.ThompsonAgent`).
 THOMPSON_SETTINGS = {
     "prior": {"pi": 0.5, "log_sigma1": 0.0, "log_sigma2": 6.0},
     "num_action_samples": 2,
     "num_train_samples": 2,
+    "rho_init": -5.0,
+    "kl_data": "buffer",
 }
 #: Steps at which ``bandit.md`` gives every agent's cumulative expected regret (the paper's
 #: horizon is 50,000), with the last step of the run.
@@ -101,7 +107,7 @@ def _check_agent(name):
         raise ValueError(f"unknown agent {name!r}; choose among {', '.join(AGENTS)}")
 
 
-def agent_settings(name, steps, seed=0, num_minibatches=64, data_sha256=None):
+def agent_settings(name, steps, seed=0, num_minibatches=64, data_sha256=None, thompson=None):
     """Everything that determines an agent's run; equal settings mean an identical run.
 
     Parameters
@@ -112,6 +118,9 @@ def agent_settings(name, steps, seed=0, num_minibatches=64, data_sha256=None):
     num_minibatches : int, training minibatches after each interaction
     data_sha256 : str, optional
         The mushroom file's SHA-256.
+    thompson : dict, optional
+        For the Thompson agent: values replacing those of :data:`THOMPSON_SETTINGS` (any of
+        its keys; a 'prior' replaces the whole prior).
 
     Returns
     -------
@@ -127,7 +136,39 @@ def agent_settings(name, steps, seed=0, num_minibatches=64, data_sha256=None):
                     label=label, epsilon=epsilon, steps=int(steps), seed=int(seed),
                     num_minibatches=int(num_minibatches), mushroom_sha256=data_sha256)
     if epsilon is None:
-        settings.update(THOMPSON_SETTINGS)
+        settings.update(thompson_settings(thompson))
+    return settings
+
+
+def thompson_settings(overrides=None):
+    """:data:`THOMPSON_SETTINGS` with ``overrides``, every value checked.
+
+    Raises
+    ------
+    ValueError
+        An unknown key or a value out of range, named.
+    """
+    overrides = dict(overrides or {})
+    unknown = sorted(set(overrides) - set(THOMPSON_SETTINGS))
+    if unknown:
+        raise ValueError(f"unknown Thompson settings {unknown}; known: {sorted(THOMPSON_SETTINGS)}")
+    settings = dict(THOMPSON_SETTINGS, prior=dict(THOMPSON_SETTINGS["prior"]))
+    settings.update(overrides)
+    prior = settings["prior"]
+    if not (isinstance(prior, dict) and set(prior) == {"pi", "log_sigma1", "log_sigma2"}):
+        raise ValueError(f"prior must give pi, log_sigma1 and log_sigma2, got {prior!r}")
+    ScaleMixturePrior(prior["pi"], math.exp(-prior["log_sigma1"]), math.exp(-prior["log_sigma2"]))
+    for key in ("num_action_samples", "num_train_samples"):
+        value = settings[key]
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{key} must be an integer >= 1, got {value!r}")
+        settings[key] = int(value)
+    if not (isinstance(settings["rho_init"], (int, float)) and math.isfinite(settings["rho_init"])):
+        raise ValueError(f"rho_init must be a finite number, got {settings['rho_init']!r}")
+    settings["rho_init"] = float(settings["rho_init"])
+    if settings["kl_data"] not in bandit.ThompsonAgent.KL_DATA:
+        raise ValueError(f"kl_data must be one of {bandit.ThompsonAgent.KL_DATA}, "
+                         f"got {settings['kl_data']!r}")
     return settings
 
 
@@ -150,7 +191,8 @@ def make_agent(settings, num_features, ctx=None):
         num_features, prior=ScaleMixturePrior(prior["pi"], math.exp(-prior["log_sigma1"]),
                                               math.exp(-prior["log_sigma2"])),
         num_action_samples=settings["num_action_samples"],
-        num_train_samples=settings["num_train_samples"], **common)
+        num_train_samples=settings["num_train_samples"], rho_init=settings["rho_init"],
+        kl_data=settings["kl_data"], **common)
 
 
 def _agent_path(output_dir, name):
@@ -285,7 +327,7 @@ def _play(settings, env, output_dir, ctx, progress):
 
 
 def run_agents(mushroom_path, steps, output_dir, agents=tuple(AGENTS), seed=0, num_minibatches=64,
-               ctx=None, progress=False, command=None):
+               ctx=None, progress=False, command=None, thompson=None):
     """Play each agent for ``steps`` steps (skipping those already stored) and summarise.
 
     Parameters
@@ -299,12 +341,15 @@ def run_agents(mushroom_path, steps, output_dir, agents=tuple(AGENTS), seed=0, n
     ctx : mx.Context or str, optional
     progress : bool, tqdm progress bars
     command : str, optional, recorded in ``bandit.json``
+    thompson : dict, optional
+        Settings of the Thompson agent replacing the paper's (:func:`thompson_settings`).
 
     Returns
     -------
     dict, the contents of ``bandit.json``; its 'agents' rows say whether each was 'skipped'.
     """
     start = time.time()
+    thompson_settings(thompson)  # checked before anything runs
     agents = list(dict.fromkeys(agents))
     if not agents:
         raise ValueError("no agents to play")
@@ -314,7 +359,8 @@ def run_agents(mushroom_path, steps, output_dir, agents=tuple(AGENTS), seed=0, n
     with open(mushroom_path, "rb") as handle:
         sha256 = hashlib.sha256(handle.read()).hexdigest()
     env = bandit.MushroomBandit(data.contexts, data.edible)
-    all_settings = [agent_settings(name, steps, seed, num_minibatches, sha256) for name in agents]
+    all_settings = [agent_settings(name, steps, seed, num_minibatches, sha256, thompson)
+                    for name in agents]
     with RunFolderLock(output_dir):  # one writer per folder
         return _run_agents_locked(all_settings, env, data, mushroom_path, steps, output_dir, ctx,
                                   progress, command, start)
@@ -362,7 +408,9 @@ def _summary(records, skipped, env, data, mushroom_path, command, seconds):
                 if key not in ("agent", "label", "epsilon")}
     for key in THOMPSON_SETTINGS:
         settings.pop(key, None)
-    return {"agents": rows, "settings": settings, "thompson": THOMPSON_SETTINGS,
+    thompson = next(({key: record["settings"][key] for key in THOMPSON_SETTINGS}
+                     for record in records if record["settings"]["epsilon"] is None), None)
+    return {"agents": rows, "settings": settings, "thompson": thompson,
             "mushroom_path": os.path.abspath(mushroom_path), "num_mushrooms": len(env.edible),
             "edible_fraction": float(data.edible.mean()), "num_features": env.num_features,
             "agent_seconds_total": float(sum(row["seconds"] for row in rows)),
