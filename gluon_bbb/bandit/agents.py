@@ -79,12 +79,20 @@ class ReplayBuffer:
         self.size, self._next = min(total, self.capacity), total % self.capacity
         self.num_added = total
 
-    def sample(self, num, rng):
-        """``num`` interactions drawn uniformly with replacement: (num, num_inputs), (num,)."""
+    def sample(self, num, rng, out=None):
+        """``num`` interactions drawn uniformly with replacement: (num, num_inputs), (num,).
+
+        ``out``, a pair of arrays of those shapes (float32), receives them instead of new
+        arrays: a caller that samples often then allocates nothing.
+        """
         if self.size == 0:
             raise ValueError("the buffer is empty")
         index = rng.integers(0, self.size, size=num)
-        return self.inputs[index], self.rewards[index]
+        if out is None:
+            return self.inputs[index], self.rewards[index]
+        np.take(self.inputs, index, axis=0, out=out[0])
+        np.take(self.rewards, index, out=out[1])
+        return out
 
 
 class _NetworkAgent:
@@ -110,6 +118,12 @@ class _NetworkAgent:
         self.num_features = int(num_features)
         num_inputs = self.num_features + NUM_ACTIONS
         self.buffer = ReplayBuffer(buffer_size, num_inputs)
+        # Each interaction's minibatches (the paper's 64 x 64 rows), on the host and on the
+        # device, allocated once instead of twice per interaction.
+        num_rows = self.num_minibatches * self.batch_size
+        self._host_batch = (np.zeros((num_rows, num_inputs), np.float32), np.zeros(num_rows, np.float32))
+        self._device_batch = (nd.zeros((num_rows, num_inputs), ctx=self.ctx),
+                              nd.zeros((num_rows,), ctx=self.ctx))
         self.net = mlp(hidden_sizes, num_outputs=1)
         self.net.initialize(mx.init.Xavier(), ctx=self.ctx)
         self.net(nd.zeros((1, num_inputs), ctx=self.ctx))  # resolves the deferred shapes
@@ -124,10 +138,11 @@ class _NetworkAgent:
         if action not in (PASS, EAT):
             raise ValueError(f"action must be PASS ({PASS}) or EAT ({EAT}), got {action!r}")
         self.buffer.add(action_inputs(self._checked(context)[None])[action], reward)
-        inputs, rewards = self.buffer.sample(self.num_minibatches * self.batch_size, self.rng)
-        inputs = nd.array(inputs, ctx=self.ctx)  # one copy per interaction, then slices
-        rewards = nd.array(rewards, ctx=self.ctx)
-        for start in range(0, len(inputs), self.batch_size):
+        self.buffer.sample(len(self._host_batch[1]), self.rng, out=self._host_batch)
+        inputs, rewards = self._device_batch
+        inputs[:] = self._host_batch[0]  # one copy per interaction (after the last reads), then slices
+        rewards[:] = self._host_batch[1]
+        for start in range(0, len(rewards), self.batch_size):
             stop = start + self.batch_size
             self._train_step(inputs[start:stop], rewards[start:stop])
 
