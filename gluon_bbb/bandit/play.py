@@ -12,7 +12,7 @@ from tqdm import tqdm
 from .._checks import check_int
 from ..plots import axes_for
 from ..seeding import epoch_seed
-from .environment import NUM_ACTIONS
+from .environment import NUM_ACTIONS, action_inputs
 
 __all__ = ["SEGMENT_STEPS", "BanditHistory", "run_bandit", "replay_history",
            "plot_cumulative_regret"]
@@ -112,11 +112,10 @@ def _resume(agent, env, indices, harmful, played, actions):
     if actions.ndim != 1 or done % SEGMENT_STEPS or done > len(played):
         raise ValueError(f"a run resumes after a whole number of segments of {SEGMENT_STEPS} "
                          f"steps, at most num_steps={len(played)}; got {done} actions")
-    env.rewards(indices[:done], actions, harmful[:done])  # checks the actions
+    rewards = env.rewards(indices[:done], actions, harmful[:done])  # checks the actions too
     played[:done] = actions
-    inputs = np.concatenate([env.contexts[indices[:done]],
-                             np.eye(NUM_ACTIONS, dtype=np.float32)[played[:done]]], axis=1)
-    agent.buffer.fill(inputs, env.rewards(indices[:done], played[:done], harmful[:done]))
+    rows = np.arange(done) * NUM_ACTIONS + played[:done]  # each step's (context, action) row
+    agent.buffer.fill(action_inputs(env.contexts[indices[:done]])[rows], rewards)
     return done
 
 

@@ -228,11 +228,15 @@ def _checked_record(record, path):
             and isinstance(settings.get("seed"), int) and numbers_ok
             and isinstance(record.get("label"), str) and isinstance(record.get("agent"), str)
             and isinstance(record.get("seconds"), (int, float))
-            and isinstance(actions, list) and len(actions) == settings["steps"]
-            and all(action in (bandit.PASS, bandit.EAT) and not isinstance(action, bool)
-                    for action in actions)):
+            and _are_actions(actions) and len(actions) == settings["steps"]):
         raise CheckpointError(f"{path} is not an agent's record of this format")
     return record
+
+
+def _are_actions(values):
+    """Whether ``values`` (from a JSON file) is a list of PASS and EAT."""
+    return isinstance(values, list) and all(
+        value in (bandit.PASS, bandit.EAT) and not isinstance(value, bool) for value in values)
 
 
 def _downsampled(values, max_points=MAX_CURVE_POINTS):
@@ -297,8 +301,7 @@ def _resume_point(settings, env, path, ctx):
             logger.info("%s is %d steps in, past the %d asked for; playing from the start",
                         path, len(actions), settings["steps"])
             return make_agent(settings, env.num_features, ctx), None, 0.0, len(actions)
-        if not all(a in (bandit.PASS, bandit.EAT) and not isinstance(a, bool) for a in actions) \
-                or len(actions) % bandit.play.SEGMENT_STEPS:
+        if not _are_actions(actions) or len(actions) % bandit.play.SEGMENT_STEPS:
             raise CheckpointError(f"{path}: its actions are not a whole number of segments "
                                   f"of PASS/EAT")
         logger.info("%s: resuming after step %d", settings["label"], len(actions))
