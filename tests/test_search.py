@@ -265,12 +265,14 @@ def postgres():
 def test_two_workers_share_a_study_on_a_real_postgresql_server(postgres, tmp_path, fake_mnist,
                                                                capsys):
     out = tmp_path / "search"
+    # six grid points, so that the worker that starts second still finds some (with four,
+    # the first worker once took them all before the second had connected)
     assert main(_search_args(out, fake_mnist, "--epochs", "2", "--lr", "1e-3", "1e-2",
-                             "--log-sigma2", "6", "7", "--pruner", "hyperband", "--workers",
+                             "--log-sigma2", "6", "7", "8", "--pruner", "hyperband", "--workers",
                              "2", "--storage", postgres)) == 0
     assert not (out / "study.db").exists()  # the study lives in PostgreSQL
     trials = _trials(out, postgres)
-    assert len(trials) == 4 and len({tuple(sorted(t.params.items())) for t in trials}) == 4
+    assert len(trials) == 6 and len({tuple(sorted(t.params.items())) for t in trials}) == 6
     assert {t.state for t in trials} <= {optuna.trial.TrialState.COMPLETE,
                                          optuna.trial.TrialState.PRUNED}
     assert len({t.user_attrs["worker"] for t in trials}) == 2
