@@ -35,6 +35,7 @@ __all__ = [
     "plot_reliability_diagrams",
     "plot_score_histograms",
     "plot_refusal_curves",
+    "RELIABILITY_COLUMNS",
 ]
 
 METHOD_LABELS = {"snr": "signal-to-noise ratio", "naive": "|mu| (naive)"}
@@ -42,7 +43,7 @@ METHOD_LABELS = {"snr": "signal-to-noise ratio", "naive": "|mu| (naive)"}
 
 
 # ---------------------------------------------------------------------------- helpers
-def axes_for(ax=None, count=1, figsize=None, sharey=False):
+def axes_for(ax=None, count=1, figsize=None, sharey=False, max_columns=None):
     """The axes a plot function draws on: the caller's, or new ones in a new Figure.
 
     Every plot function of gluon_bbb takes ``ax=None`` and returns the Figure it drew on;
@@ -58,6 +59,8 @@ def axes_for(ax=None, count=1, figsize=None, sharey=False):
         Of a new Figure; default 6 x 4 inches, 4 inches wide per panel for several.
     sharey : bool
         New panels share their y axis.
+    max_columns : int, optional
+        New panels wrap into rows of at most this many (default: one row).
 
     Returns
     -------
@@ -65,10 +68,14 @@ def axes_for(ax=None, count=1, figsize=None, sharey=False):
     """
     count = check_int("count", count)
     if ax is None:
-        figure = Figure(figsize=figsize or ((6.0, 4.0) if count == 1 else (4.0 * count, 4.0)),
+        columns = count if max_columns is None else min(count, check_int("max_columns", max_columns))
+        rows = -(-count // columns)
+        figure = Figure(figsize=figsize or ((6.0, 4.0) if count == 1 else (4.0 * columns, 4.0 * rows)),
                         constrained_layout=True)
-        axes = list(figure.subplots(1, count, squeeze=False, sharey=sharey)[0])
-        return axes if count > 1 else axes[0]
+        axes = list(figure.subplots(rows, columns, squeeze=False, sharey=sharey).ravel())
+        for spare in axes[count:]:
+            figure.delaxes(spare)
+        return axes[:count] if count > 1 else axes[0]
     if count == 1:
         if isinstance(ax, (list, tuple)):
             raise ValueError("ax must be one matplotlib Axes for this plot, got a sequence")
@@ -199,7 +206,9 @@ def training_curves(history, label=None, ax=None):
 
     Returns
     -------
-    Figure with two axes: one line per key present.
+    Figure with two axes: one line per key present. The cost axis is logarithmic when every
+    value drawn on it is positive, so the likelihood cost stays visible beside a complexity
+    cost hundreds of times larger.
     """
     if not isinstance(history, (list, tuple)) or not history or not all(isinstance(r, dict) for r in history):
         raise ValueError("history must be a non-empty list of dicts, one per epoch")
@@ -216,10 +225,13 @@ def training_curves(history, label=None, ax=None):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         if present:
             ax.legend(frameon=False)
-    loss_ax.set_ylabel("summed over the epoch")
-    loss_ax.set_title("loss")
+    positive = all(value > 0 for line in loss_ax.lines for value in line.get_ydata())
+    if positive and loss_ax.lines:  # the complexity cost is often 100x the likelihood cost
+        loss_ax.set_yscale("log")
+    loss_ax.set_ylabel("summed over the epoch (nats" + (", log scale)" if positive else ")"))
+    loss_ax.set_title("cost per epoch: cost = complexity + likelihood (nll)")
     error_ax.set_ylabel("error (%)")
-    error_ax.set_title("classification error")
+    error_ax.set_title("classification error per epoch")
     _despine(loss_ax, error_ax)
     return loss_ax.figure
 
@@ -326,7 +338,8 @@ def log_snr_density(snr, cutoffs=None, ax=None, bins=200):
     for fraction, position, color in zip(cutoffs, positions, cut_colors):
         for ax in (density_ax, cdf_ax):
             ax.axvline(position, color=color, linestyle="--", label=f"{100 * fraction:g}% removed")
-    for ax, title in ((density_ax, "density"), (cdf_ax, "CDF")):
+    for ax, title in ((density_ax, "signal-to-noise ratio of the weights: density"),
+                      (cdf_ax, "fraction of the weights below a ratio (CDF)")):
         ax.set_xlabel("signal-to-noise ratio (dB)")
         ax.set_title(title)
         if cutoffs:
@@ -429,6 +442,10 @@ def posterior_gaussian(mu, sigma, ax=None, label=None, num_std=4.0):
 
 
 # ---------------------------------------------------------------------------- uncertainty
+#: Panels per row of :func:`plot_reliability_diagrams`.
+RELIABILITY_COLUMNS = 4
+
+
 def plot_reliability_diagrams(diagrams, ax=None):
     """Accuracy against confidence per bin, one panel per model.
 
@@ -436,14 +453,14 @@ def plot_reliability_diagrams(diagrams, ax=None):
     ----------
     diagrams : dict of str -> ReliabilityDiagram
     ax : sequence of matplotlib Axes, one per model (an Axes for one model), optional
-        Drawn into; default a new Figure.
+        Drawn into; default a new Figure, :data:`RELIABILITY_COLUMNS` panels to a row.
 
     Returns
     -------
     matplotlib.figure.Figure
     """
     check_mapping("diagrams", diagrams)
-    axes = axes_for(ax, len(diagrams), figsize=(4.0 * len(diagrams), 4.0))
+    axes = axes_for(ax, len(diagrams), max_columns=RELIABILITY_COLUMNS)
     axes = axes if isinstance(axes, list) else [axes]
     for ax, (name, diagram) in zip(axes, diagrams.items()):
         edges = diagram.bin_edges
@@ -457,7 +474,8 @@ def plot_reliability_diagrams(diagrams, ax=None):
     return axes[0].figure
 
 
-def plot_score_histograms(scores, xlabel="predictive entropy (nats)", num_bins=50, ax=None):
+def plot_score_histograms(scores, xlabel="predictive entropy (nats)", num_bins=50, ax=None,
+                          log_density=True):
     """Overlaid, normalised histograms of an uncertainty score for several data sets.
 
     Parameters
@@ -467,6 +485,9 @@ def plot_score_histograms(scores, xlabel="predictive entropy (nats)", num_bins=5
     num_bins : int
     ax : matplotlib Axes, optional
         Drawn into; default a new Figure.
+    log_density : bool
+        A logarithmic density axis (default): a confident classifier's spike near zero
+        entropy is a hundred times the density of its tail, where the data sets differ.
 
     Returns
     -------
@@ -479,7 +500,9 @@ def plot_score_histograms(scores, xlabel="predictive entropy (nats)", num_bins=5
     edges = np.linspace(0.0, high if high > 0 else 1.0, num_bins + 1)
     for name, value in zip(scores, values):
         ax.hist(value, bins=edges, density=True, histtype="step", linewidth=1.5, label=name)
-    ax.set(xlabel=xlabel, ylabel="density")
+    ax.set(xlabel=xlabel, ylabel="density (log scale)" if log_density else "density")
+    if log_density:
+        ax.set_yscale("log")
     ax.legend()
     return ax.figure
 

@@ -192,7 +192,8 @@ def test_every_plot_function_takes_ax_and_returns_the_figure_it_drew_on():
     from gluon_bbb import bandit, regression, uncertainty
     from gluon_bbb.experiments import uncertainty_eval
     functions = [getattr(plots, name) for name in plots.__all__
-                 if name not in ("axes_for", "save_png", "image_grid", "METHOD_LABELS")
+                 if name not in ("axes_for", "save_png", "image_grid", "METHOD_LABELS",
+                                 "RELIABILITY_COLUMNS")
                  and callable(getattr(plots, name))]
     functions += [getattr(module, name) for module in (uncertainty, bandit, regression)
                   for name in module.__all__ if name.startswith("plot_")]
@@ -223,3 +224,37 @@ def test_save_png_writes_the_figure_atomically(tmp_path):
     path = tmp_path / "curves.png"
     plots.save_png(figure, path)
     assert path.read_bytes().startswith(b"\x89PNG") and os.listdir(tmp_path) == ["curves.png"]
+
+
+def test_axes_for_wraps_new_panels_into_rows():
+    axes = plots.axes_for(None, 6, max_columns=4)
+    assert len(axes) == 6 and len(axes[0].figure.axes) == 6  # the two spare cells removed
+    rows = sorted({round(ax.get_position().y0, 3) for ax in axes})
+    assert len(rows) == 2
+    assert len(plots.axes_for(None, 3, max_columns=4)) == 3
+
+
+def test_reliability_diagrams_of_many_models_wrap_into_rows():
+    from gluon_bbb import uncertainty
+    probs = np.full((4, 2), 0.5)
+    probs[:, 0] = [0.9, 0.8, 0.3, 0.6]
+    probs[:, 1] = 1 - probs[:, 0]
+    diagram = uncertainty.reliability_diagram(probs, np.array([0, 0, 1, 1]), 5)
+    figure = plots.plot_reliability_diagrams({f"model {i}": diagram for i in range(6)})
+    width, height = figure.get_size_inches()
+    assert len(figure.axes) == 6 and width == 4.0 * plots.RELIABILITY_COLUMNS and height == 8.0
+
+
+def test_cost_axis_is_logarithmic_only_when_every_value_is_positive():
+    loss_ax, _ = plots.training_curves(BBB_HISTORY).axes
+    assert loss_ax.get_yscale() == "log" and "log scale" in loss_ax.get_ylabel()
+    negative = [dict(record, complexity=-1.0) for record in BBB_HISTORY]  # a Monte Carlo estimate
+    loss_ax, _ = plots.training_curves(negative).axes
+    assert loss_ax.get_yscale() == "linear" and "log" not in loss_ax.get_ylabel()
+
+
+def test_score_histograms_have_a_log_density_axis_by_default():
+    scores = {"in": [0.01, 0.02, 0.03, 1.5], "out": [0.5, 0.9, 1.2]}
+    assert plots.plot_score_histograms(scores).axes[0].get_yscale() == "log"
+    linear = plots.plot_score_histograms(scores, log_density=False).axes[0]
+    assert linear.get_yscale() == "linear" and linear.get_ylabel() == "density"
