@@ -51,6 +51,7 @@ def save_trainer(trainer, path, extra=None):
         "num_samples": trainer.num_samples,
         "kl_weighting": trainer.kl_weighting,
         "kl_scale": trainer.kl_scale,
+        "estimator": trainer.estimator,
         "optimizer_params": {k: v for k, v in trainer.optimizer_params.items()
                              if isinstance(v, (int, float, str, bool))},
         "parameter_names": trainer.posterior.names,

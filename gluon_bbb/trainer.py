@@ -23,6 +23,7 @@ from tqdm import tqdm
 from ._checks import check_int, check_positive
 from . import persistence, predictive
 from .context import resolve_context
+from .estimators import LayerEstimators, check_estimator
 from .epochs import EpochTotals, NonFiniteLossError, checked_learning_rate, epoch_line
 from .fused import FiniteGuard, FusedAdam, fused_path, variational_sample
 from ._math import softplus
@@ -73,7 +74,15 @@ class BBBTrainer:
         (seed, epoch) at the start of every epoch, on every path and context, so a resumed run
         draws the same noise as an uninterrupted one.
     hybridize : bool
-        Hybridize the network (if it is a HybridBlock), the posterior and the loss.
+        Hybridize the network (if it is a HybridBlock), the posterior and the loss. With an
+        ``estimator`` other than 'weights' the network runs imperatively (its covered layers
+        switch their forward pass between training and evaluation).
+    estimator : {'weights', 'local', 'flipout'}
+        How the covered layers draw their noise in training (:mod:`gluon_bbb.estimators`):
+        the paper's weight sample shared by the minibatch, the local reparameterisation
+        (Dense), or Flipout (Dense, Conv2D). Other layers keep weight sampling; the
+        complexity cost stays the Monte Carlo log q - log P. Prediction and evaluation
+        sample weights as before.
     fused : bool or None
         None (default): use the fused C++ operator when it is available (CPU context,
         float32/float64, a compiler, ``GLUON_BBB_FUSED`` not 0), else fall back to the
@@ -93,6 +102,9 @@ class BBBTrainer:
         Whether steps use the fused operator (known once the network's shapes are).
     fused_reason : str
         Why the fused operator is not used ('' when it is).
+    estimator_report : str
+        Which layers use which estimator, and why others do not (known once the network's
+        shapes are).
 
     Notes
     -----
@@ -106,7 +118,8 @@ class BBBTrainer:
 
     def __init__(self, net, loss, optimizer="adam", optimizer_params=None, num_samples=1,
                  kl_weighting="uniform", ctx=None, mu_init="net", rho_init=-5.0, seed=None,
-                 hybridize=True, fused=None, kl_scale=1.0, sigma_init=None, moped_delta=0.1):
+                 hybridize=True, fused=None, kl_scale=1.0, sigma_init=None, moped_delta=0.1,
+                 estimator="weights"):
         if not isinstance(net, gluon.Block):
             raise TypeError(f"net must be a gluon Block, got {type(net).__name__}")
         if not isinstance(loss, BBBLoss):
@@ -123,6 +136,8 @@ class BBBTrainer:
         self.mu_init, self.rho_init, self.seed = mu_init, rho_init, seed
         self.sigma_init, self.moped_delta = sigma_init, moped_delta
         self.hybridize = hybridize
+        self.estimator = check_estimator(estimator)
+        self.estimator_report = "not decided yet: the network has not seen data"
         if fused not in (None, True, False):
             raise ValueError(f"fused must be None, True or False, got {fused!r}")
         self.fused_request = fused
@@ -161,8 +176,12 @@ class BBBTrainer:
         if self.hybridize:
             self.posterior.hybridize()
             self.loss.hybridize()
-            if isinstance(self.net, gluon.HybridBlock):
+            if isinstance(self.net, gluon.HybridBlock) and self.estimator == "weights":
                 self.net.hybridize()
+        if self.estimator != "weights" and isinstance(self.net, gluon.HybridBlock):
+            self.net.hybridize(False)  # the estimator layers read their mode at every call
+        self.estimators = LayerEstimators(self.net, self.posterior, self.estimator)
+        self.estimator_report = self.estimators.report
         self.variational_params = list(self.posterior.collect_params().values())
         self.fused, self.fused_reason = fused_path(self.ctx, self.posterior.dtype,
                                                    self.variational_params, self.fused_request)
@@ -258,7 +277,8 @@ class BBBTrainer:
             for _ in range(self.num_samples):
                 weights, complexity_inputs = self._sample()           # 1-2. w = mu + softplus(rho) * eps
                 assign_arrays(self.posterior.targets, weights)        # 3. the net now computes with w
-                pred = self.forward(data)                              # 4. forward
+                with self.estimators.training():
+                    pred = self.forward(data)                          # 4. forward
                 cost, nll, complexity = self.loss(                     # 5. Eq. (8)
                     pred, label, kl_weight, *complexity_inputs)
                 costs.append(cost)

@@ -27,7 +27,7 @@ from ._checks import check_int
 from .calibration import (RefusalCurve, ReliabilityDiagram, auroc, expected_calibration_error,
                           most_uncertain, refuse_to_classify, reliability_diagram)
 from .context import resolve_context
-from .plots import plot_refusal_curves, plot_reliability_diagrams, plot_score_histograms
+from .uncertainty_plots import plot_refusal_curves, plot_reliability_diagrams, plot_score_histograms
 
 __all__ = [
     "Prediction",

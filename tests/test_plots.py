@@ -12,7 +12,7 @@ import pytest  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from mxnet import nd  # noqa: E402
 
-from gluon_bbb import plots  # noqa: E402
+from gluon_bbb import plots, uncertainty_plots  # noqa: E402
 from gluon_bbb.data import CLASS_NAMES  # noqa: E402
 
 BBB_HISTORY = [
@@ -192,8 +192,7 @@ def test_every_plot_function_takes_ax_and_returns_the_figure_it_drew_on():
     from gluon_bbb import bandit, regression, uncertainty
     from gluon_bbb.experiments import uncertainty_eval
     functions = [getattr(plots, name) for name in plots.__all__
-                 if name not in ("axes_for", "save_png", "image_grid", "METHOD_LABELS",
-                                 "RELIABILITY_COLUMNS")
+                 if name not in ("axes_for", "save_png", "image_grid", "METHOD_LABELS")
                  and callable(getattr(plots, name))]
     functions += [getattr(module, name) for module in (uncertainty, bandit, regression)
                   for name in module.__all__ if name.startswith("plot_")]
@@ -240,9 +239,9 @@ def test_reliability_diagrams_of_many_models_wrap_into_rows():
     probs[:, 0] = [0.9, 0.8, 0.3, 0.6]
     probs[:, 1] = 1 - probs[:, 0]
     diagram = uncertainty.reliability_diagram(probs, np.array([0, 0, 1, 1]), 5)
-    figure = plots.plot_reliability_diagrams({f"model {i}": diagram for i in range(6)})
+    figure = uncertainty_plots.plot_reliability_diagrams({f"model {i}": diagram for i in range(6)})
     width, height = figure.get_size_inches()
-    assert len(figure.axes) == 6 and width == 4.0 * plots.RELIABILITY_COLUMNS and height == 8.0
+    assert len(figure.axes) == 6 and width == 4.0 * uncertainty_plots.RELIABILITY_COLUMNS and height == 8.0
 
 
 def test_cost_axis_is_logarithmic_only_when_every_value_is_positive():
@@ -255,6 +254,6 @@ def test_cost_axis_is_logarithmic_only_when_every_value_is_positive():
 
 def test_score_histograms_have_a_log_density_axis_by_default():
     scores = {"in": [0.01, 0.02, 0.03, 1.5], "out": [0.5, 0.9, 1.2]}
-    assert plots.plot_score_histograms(scores).axes[0].get_yscale() == "log"
-    linear = plots.plot_score_histograms(scores, log_density=False).axes[0]
+    assert uncertainty_plots.plot_score_histograms(scores).axes[0].get_yscale() == "log"
+    linear = uncertainty_plots.plot_score_histograms(scores, log_density=False).axes[0]
     assert linear.get_yscale() == "linear" and linear.get_ylabel() == "density"
