@@ -62,6 +62,22 @@ def test_train_writes_the_one_run_folder_format(run_dir):
 
 
 @needs_mnist
+def test_train_with_the_flipout_estimator(tmp_path, monkeypatch):
+    from gluon_bbb.experiments import runners
+    made = []
+    real = runners.make_bbb_trainer
+    monkeypatch.setattr(runners, "make_bbb_trainer",
+                        lambda *a, **k: made.append(real(*a, **k)) or made[-1])
+    out = tmp_path / "run"
+    assert main(TRAIN + ["--estimator", "flipout", "--output-dir", str(out)]) == 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["estimator"] == "flipout"
+    assert _result(out)["description"].endswith(", flipout estimator")
+    assert made and all(t.estimator == "flipout" for t in made)
+    assert made[0].estimator_report.startswith("flipout: ")
+
+
+@needs_mnist
 def test_train_prints_the_test_errors(tmp_path, capsys):
     assert main(TRAIN + ["--subset", "128", "--hidden", "8", "--prior", "gaussian",
                          "--output-dir", str(tmp_path / "g")]) == 0

@@ -44,6 +44,9 @@ def add_parsers(commands):
     train.add_argument("--num-samples", type=number(int, 1, True), default=1,
                        help="weight samples per training step")
     train.add_argument("--kl-weighting", choices=configs.CHOICES["kl_weighting"], default="uniform")
+    train.add_argument("--estimator", choices=configs.CHOICES["estimator"], default="weights",
+                       help="training noise of the Dense/Conv2D layers: the paper's weight "
+                            "sample, the local reparameterisation, or Flipout")
     train.add_argument("--kl-scale", type=number(float, 0, False), default=1.0,
                        help="multiplies the complexity cost; below 1 tempers the posterior")
     train.add_argument("--rho-init", type=float, default=-5.0, help="initial rho, sigma = softplus(rho)")
@@ -84,5 +87,5 @@ def train_config(args):
     """The custom configuration of ``train``'s options (the chosen prior's keys only)."""
     keys = ["dataset", "hidden", "prior", "optimizer", "lr", "lr_decay", "num_samples",
             "kl_weighting", "kl_scale", "rho_init", "seed", "batch_size", "preprocessing",
-            "num_validation", "subset"] + list(configs.PRIOR_KEYS[args.prior])
+            "num_validation", "subset", "estimator"] + list(configs.PRIOR_KEYS[args.prior])
     return configs.custom_config(**{key: getattr(args, key) for key in keys})

@@ -15,6 +15,7 @@ import mxnet as mx
 
 from .._checks import check_int, check_positive_ints
 from ..data import DATASETS, PREPROCESSING_METHODS
+from ..estimators import ESTIMATORS
 from ..priors import GaussianPrior, ScaleMixturePrior
 
 __all__ = ["INPUT_SIZE", "PROTOCOL", "PAPER_GRID", "SEARCH_KEYS", "EXTRA_KEYS", "CHOICES",
@@ -52,11 +53,12 @@ SEARCH_KEYS = tuple(PAPER_GRID)
 
 
 #: Keys ``--set`` may change besides :data:`SEARCH_KEYS` (choices the paper leaves open).
-EXTRA_KEYS = ("optimizer", "kl_weighting", "kl_scale", "lr_decay", "rho_init", "sigma")
+EXTRA_KEYS = ("optimizer", "kl_weighting", "kl_scale", "lr_decay", "rho_init", "sigma", "estimator")
 
 
 #: The values the text-valued keys may take (``optimizer``: any of MXNet's optimizers).
 CHOICES = {"kl_weighting": ("uniform", "blundell"), "prior": ("gaussian", "scale-mixture"),
+           "estimator": ESTIMATORS,
            "method": ("bbb", "sgd", "dropout"), "dataset": DATASETS,
            "preprocessing": PREPROCESSING_METHODS}
 
@@ -71,7 +73,8 @@ CUSTOM = "custom"
 
 
 #: Hyperparameters added after the first runs were written, with the value those runs used.
-LATER_DEFAULTS = {"bbb": {"lr_decay": 1.0, "kl_scale": 1.0}, "deterministic": {}}
+LATER_DEFAULTS = {"bbb": {"lr_decay": 1.0, "kl_scale": 1.0, "estimator": "weights"},
+                  "deterministic": {}}
 
 
 #: Test errors (%) of Table 1 of the paper for the networks these configurations train.
@@ -86,7 +89,7 @@ PAPER_TEST_ERROR = {
 def _bbb_config(units, prior):
     config = dict(PROTOCOL, method="bbb", hidden=[units, units], prior=prior, optimizer="adam",
                   lr=1e-3, lr_decay=1.0, num_samples=1, kl_weighting="uniform", kl_scale=1.0,
-                  rho_init=-5.0)
+                  rho_init=-5.0, estimator="weights")
     if prior == "scale-mixture":
         config.update(pi=0.5, log_sigma1=0.0, log_sigma2=6.0)
     else:
@@ -287,10 +290,12 @@ def _describe_custom(config):
     decay = "" if config["lr_decay"] == 1.0 else f" (x{config['lr_decay']:g} per epoch)"
     scale = "" if config["kl_scale"] == 1.0 else f", complexity x{config['kl_scale']:g}"
     samples = config["num_samples"]
+    estimator = config.get("estimator", "weights")
+    estimator = "" if estimator == "weights" else f", {estimator} estimator"
     return (f"custom Bayes by Backprop on {config['dataset']}, "
             f"{'x'.join(map(str, config['hidden']))} ReLU, {prior}; {config['optimizer']} lr "
             f"{config['lr']:g}{decay}, {samples} sample{'s' if samples > 1 else ''}, "
-            f"{config['kl_weighting']} KL weights{scale}, rho_init {config['rho_init']:g}")
+            f"{config['kl_weighting']} KL weights{scale}, rho_init {config['rho_init']:g}{estimator}")
 
 
 def make_prior(config):

@@ -34,7 +34,7 @@ def loaders_for(config, data_dir, ctx):
                             ctx=ctx, seed=config["seed"])
 
 
-def make_bbb_trainer(config, ctx, estimator="weights"):
+def make_bbb_trainer(config, ctx, estimator=None):
     """The one factory of network, prior, loss and :class:`~gluon_bbb.BBBTrainer` for a
     Bayes-by-Backprop configuration, of ``reproduce`` or of ``train`` (the same keys:
     ``hidden``, the prior's, ``optimizer``, ``lr``, ``num_samples``, ``kl_weighting``,
@@ -42,7 +42,8 @@ def make_bbb_trainer(config, ctx, estimator="weights"):
 
     The MLP is initialised (``mx.init.Xavier()`` from MXNet's generator: seed it first) and
     run once on a zero batch, so that its shapes are known and a checkpoint can be loaded.
-    ``estimator`` is the trainer's (:mod:`gluon_bbb.estimators`).
+    ``estimator`` (:mod:`gluon_bbb.estimators`) replaces the configuration's, which is
+    'weights' for runs written before it was a hyperparameter.
     """
     prior = make_prior(config)
     net = models.mlp(config["hidden"])
@@ -52,7 +53,8 @@ def make_bbb_trainer(config, ctx, estimator="weights"):
                       optimizer_params={"learning_rate": config["lr"]},
                       num_samples=config["num_samples"], kl_weighting=config["kl_weighting"],
                       kl_scale=config.get("kl_scale", 1.0), ctx=ctx, rho_init=config["rho_init"],
-                      seed=config["seed"], estimator=estimator)
+                      seed=config["seed"],
+                      estimator=estimator or config.get("estimator", "weights"))
 
 
 class _BBBRun:
