@@ -62,19 +62,23 @@ def test_train_writes_the_one_run_folder_format(run_dir):
 
 
 @needs_mnist
-def test_train_with_the_flipout_estimator(tmp_path, monkeypatch):
+def test_train_a_lenet_with_the_flipout_estimator(tmp_path, monkeypatch):
     from gluon_bbb.experiments import runners
     made = []
     real = runners.make_bbb_trainer
     monkeypatch.setattr(runners, "make_bbb_trainer",
                         lambda *a, **k: made.append(real(*a, **k)) or made[-1])
     out = tmp_path / "run"
-    assert main(TRAIN + ["--estimator", "flipout", "--output-dir", str(out)]) == 0
+    assert main(TRAIN + ["--network", "lenet", "--estimator", "flipout", "--output-dir", str(out)]) == 0
     config = json.loads((out / "config.json").read_text())
-    assert config["estimator"] == "flipout"
-    assert _result(out)["description"].endswith(", flipout estimator")
+    assert config["estimator"] == "flipout" and config["network"] == "lenet"
+    result = _result(out)
+    assert result["description"].startswith("custom Bayes by Backprop on mnist, LeNet-5, ")
+    assert result["description"].endswith(", flipout estimator")
+    assert result["num_weights"] == 61_706
     assert made and all(t.estimator == "flipout" for t in made)
-    assert made[0].estimator_report.startswith("flipout: ")
+    assert made[0].estimator_report.count("conv") == 2  # both convolutions, and the Dense layers
+    assert main(["evaluate", str(out), "--num-samples", "2"]) == 0  # read back as a LeNet
 
 
 @needs_mnist

@@ -44,6 +44,8 @@ def add_parsers(commands):
     train.add_argument("--num-samples", type=number(int, 1, True), default=1,
                        help="weight samples per training step")
     train.add_argument("--kl-weighting", choices=configs.CHOICES["kl_weighting"], default="uniform")
+    train.add_argument("--network", choices=configs.CHOICES["network"], default="mlp",
+                       help="the MLP of --hidden, or a LeNet-5 style convolutional network")
     train.add_argument("--estimator", choices=configs.CHOICES["estimator"], default="weights",
                        help="training noise of the Dense/Conv2D layers: the paper's weight "
                             "sample, the local reparameterisation, or Flipout")
@@ -87,5 +89,5 @@ def train_config(args):
     """The custom configuration of ``train``'s options (the chosen prior's keys only)."""
     keys = ["dataset", "hidden", "prior", "optimizer", "lr", "lr_decay", "num_samples",
             "kl_weighting", "kl_scale", "rho_init", "seed", "batch_size", "preprocessing",
-            "num_validation", "subset", "estimator"] + list(configs.PRIOR_KEYS[args.prior])
+            "num_validation", "subset", "estimator", "network"] + list(configs.PRIOR_KEYS[args.prior])
     return configs.custom_config(**{key: getattr(args, key) for key in keys})

@@ -21,7 +21,7 @@ from ..priors import GaussianPrior, ScaleMixturePrior
 __all__ = ["INPUT_SIZE", "PROTOCOL", "PAPER_GRID", "SEARCH_KEYS", "EXTRA_KEYS", "CHOICES",
            "PRIOR_KEYS", "CUSTOM", "LATER_DEFAULTS", "PAPER_TEST_ERROR", "CONFIGS",
            "DESCRIPTIONS", "get_config", "custom_config", "base_config", "check_hyperparameter",
-           "format_overrides", "describe", "make_prior", "run_kind", "hyperparameters",
+           "format_overrides", "describe", "network_label", "make_prior", "run_kind", "hyperparameters",
            "learning_rate_schedule", "parse_setting"]
 
 INPUT_SIZE = 784
@@ -58,7 +58,7 @@ EXTRA_KEYS = ("optimizer", "kl_weighting", "kl_scale", "lr_decay", "rho_init", "
 
 #: The values the text-valued keys may take (``optimizer``: any of MXNet's optimizers).
 CHOICES = {"kl_weighting": ("uniform", "blundell"), "prior": ("gaussian", "scale-mixture"),
-           "estimator": ESTIMATORS,
+           "estimator": ESTIMATORS, "network": ("mlp", "lenet"),
            "method": ("bbb", "sgd", "dropout"), "dataset": DATASETS,
            "preprocessing": PREPROCESSING_METHODS}
 
@@ -73,8 +73,9 @@ CUSTOM = "custom"
 
 
 #: Hyperparameters added after the first runs were written, with the value those runs used.
-LATER_DEFAULTS = {"bbb": {"lr_decay": 1.0, "kl_scale": 1.0, "estimator": "weights"},
-                  "deterministic": {}}
+LATER_DEFAULTS = {"bbb": {"lr_decay": 1.0, "kl_scale": 1.0, "estimator": "weights",
+                          "network": "mlp"},
+                  "deterministic": {"network": "mlp"}}
 
 
 #: Test errors (%) of Table 1 of the paper for the networks these configurations train.
@@ -89,7 +90,7 @@ PAPER_TEST_ERROR = {
 def _bbb_config(units, prior):
     config = dict(PROTOCOL, method="bbb", hidden=[units, units], prior=prior, optimizer="adam",
                   lr=1e-3, lr_decay=1.0, num_samples=1, kl_weighting="uniform", kl_scale=1.0,
-                  rho_init=-5.0, estimator="weights")
+                  rho_init=-5.0, estimator="weights", network="mlp")
     if prior == "scale-mixture":
         config.update(pi=0.5, log_sigma1=0.0, log_sigma2=6.0)
     else:
@@ -99,7 +100,7 @@ def _bbb_config(units, prior):
 
 def _deterministic_config(units, dropout):
     return dict(PROTOCOL, method="dropout" if dropout else "sgd", hidden=[units, units],
-                dropout=dropout, optimizer="sgd", lr=0.1)
+                dropout=dropout, optimizer="sgd", lr=0.1, network="mlp")
 
 
 #: Named configurations: name -> hyperparameters (a flat dict; see :func:`get_config`).
@@ -135,7 +136,16 @@ for _name in ("bbb-mixture-400", "bbb-gaussian-400", "sgd-400", "dropout-400"):
     DESCRIPTIONS[f"fashion-{_name}"] = "Fashion-MNIST: " + DESCRIPTIONS[_name]
 
 
-del _name
+LENET = "LeNet-5 (Conv2D 6-pool-Conv2D 16-pool-Dense 120-Dense 84, ReLU)"
+for _name in ("bbb-mixture-400", "bbb-gaussian-400", "sgd-400", "dropout-400"):
+    # the LeNet of issue 16; 'hidden' records its two Dense layers (the MLP's key)
+    _lenet = _name.replace("-400", "-lenet")
+    CONFIGS[_lenet] = dict(CONFIGS[_name], network="lenet", hidden=[120, 84])
+    DESCRIPTIONS[_lenet] = (DESCRIPTIONS[_name].replace("plain MLP 2x400", "plain 2x400")
+                            .replace("MLP 2x400", "2x400").replace("2x400 ReLU", LENET))
+
+
+del _name, _lenet
 
 
 def get_config(name, **overrides):
@@ -292,10 +302,17 @@ def _describe_custom(config):
     samples = config["num_samples"]
     estimator = config.get("estimator", "weights")
     estimator = "" if estimator == "weights" else f", {estimator} estimator"
-    return (f"custom Bayes by Backprop on {config['dataset']}, "
-            f"{'x'.join(map(str, config['hidden']))} ReLU, {prior}; {config['optimizer']} lr "
+    return (f"custom Bayes by Backprop on {config['dataset']}, {network_label(config)}, "
+            f"{prior}; {config['optimizer']} lr "
             f"{config['lr']:g}{decay}, {samples} sample{'s' if samples > 1 else ''}, "
             f"{config['kl_weighting']} KL weights{scale}, rho_init {config['rho_init']:g}{estimator}")
+
+
+def network_label(config):
+    """'LeNet-5', or the MLP's hidden units, e.g. '400x400 ReLU'."""
+    if config.get("network", "mlp") == "lenet":
+        return "LeNet-5"
+    return f"{'x'.join(map(str, config['hidden']))} ReLU"
 
 
 def make_prior(config):

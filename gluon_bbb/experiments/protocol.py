@@ -57,7 +57,7 @@ from ..context import resolve_context
 from ..machine import machine_info
 from ..runlock import RunFolderLock
 from .configs import (PAPER_TEST_ERROR, describe, format_overrides, get_config, hyperparameters,
-                      run_kind)
+                      network_label, run_kind)
 from .runfolder import (CONFIG, FILES, RESULT, append_session, best_of, check_run_dir,
                         checkpoint_metadata, now, read_run_config, read_sessions, renamed_record)
 from .runners import loaders_for, make_runner
@@ -325,13 +325,13 @@ def results_table(results):
              "| validation error | test error (mean) | test error (MC) | paper |",
              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for result in results:
-        hidden = result["hyperparameters"]["hidden"]
+        units = network_label(result["hyperparameters"]).replace(" ReLU", "")
         mc, paper = result["test_error_mc"], result.get("paper_test_error")
         mc_cell = "-" if mc is None else f"{100 * mc:.2f}% ({result['mc_samples']} samples)"
         paper_cell = "-" if paper is None else f"{paper:.2f}%"
         changed = format_overrides(result.get("overrides")) or "-"
         lines.append(
-            f"| {result['config']} | {changed} | {'x'.join(map(str, hidden))} | "
+            f"| {result['config']} | {changed} | {units} | "
             f"{result['num_weights']:,} | {result['epochs_run']} | {result['best_epoch']} | "
             f"{100 * result['validation_error']:.2f}% | {100 * result['test_error_mean']:.2f}% | "
             f"{mc_cell} | {paper_cell} |")

@@ -21,7 +21,7 @@ from .configs import INPUT_SIZE, learning_rate_schedule, make_prior, run_kind
 from .runfolder import (FILES, RESULT, best_of, checkpoint_metadata, copy_atomically, is_best,
                         is_record, read_result)
 
-__all__ = ["loaders_for", "make_bbb_trainer", "make_runner"]
+__all__ = ["loaders_for", "make_network", "make_bbb_trainer", "make_runner"]
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +32,15 @@ def loaders_for(config, data_dir, ctx):
                             preprocessing=config["preprocessing"],
                             num_validation=config["num_validation"], subset=config["subset"],
                             ctx=ctx, seed=config["seed"])
+
+
+def make_network(config, dropout=0.0):
+    """The uninitialised network of a configuration: ``models.lenet()`` for
+    ``network='lenet'``, else ``models.mlp(hidden)`` (runs written before 'network' was a
+    hyperparameter are MLPs)."""
+    if config.get("network", "mlp") == "lenet":
+        return models.lenet(dropout=dropout)
+    return models.mlp(config["hidden"], dropout=dropout)
 
 
 def make_bbb_trainer(config, ctx, estimator=None):
@@ -46,7 +55,7 @@ def make_bbb_trainer(config, ctx, estimator=None):
     'weights' for runs written before it was a hyperparameter.
     """
     prior = make_prior(config)
-    net = models.mlp(config["hidden"])
+    net = make_network(config)
     net.initialize(mx.init.Xavier(), ctx=ctx)
     net(nd.zeros((1, INPUT_SIZE), ctx=ctx))
     return BBBTrainer(net, BBBLoss(prior), optimizer=config["optimizer"],
@@ -137,7 +146,7 @@ class _DeterministicRun:
         self.seed = config["seed"]
         mx.random.seed(self.seed)
         np.random.seed(self.seed)
-        self.net = models.mlp(config["hidden"], dropout=config["dropout"])
+        self.net = make_network(config, dropout=config["dropout"])
         self.net.initialize(mx.init.Xavier(), ctx=ctx)
         self.net.hybridize()
         self.net(nd.zeros((1, INPUT_SIZE), ctx=ctx))
