@@ -3,6 +3,7 @@
 Notebooks read ``SMOKE = "GLUON_BBB_SMOKE" in os.environ`` in their config cell; in smoke
 mode they train for a few batches on a data subset, so the whole set runs in CI.
 """
+import json
 import pathlib
 
 import pytest
@@ -29,6 +30,15 @@ def test_committed_without_outputs(path):
     dirty = [index for index, cell in enumerate(notebook.cells)
              if cell.cell_type == "code" and (cell.get("outputs") or cell.get("execution_count"))]
     assert not dirty, f"{path.name}: cells {dirty} hold outputs or execution counts; clear them"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_every_cell_has_an_id(path):
+    """nbformat 4.5 requires cell ids (a missing one is a warning now, an error later)."""
+    with open(path, encoding="utf-8") as handle:
+        cells = json.load(handle)["cells"]
+    missing = [index for index, cell in enumerate(cells) if not cell.get("id")]
+    assert not missing, f"{path.name}: cells {missing} have no id"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
