@@ -265,8 +265,9 @@ def postgres():
 def test_two_workers_share_a_study_on_a_real_postgresql_server(postgres, tmp_path, fake_mnist,
                                                                capsys):
     out = tmp_path / "search"
-    # six grid points, so that the worker that starts second still finds some (with four,
-    # the first worker once took them all before the second had connected)
+    # the two workers meet before their first trial (meet_workers), so both run trials; with
+    # four grid points and no such meeting, the first once took them all before the second
+    # had connected
     assert main(_search_args(out, fake_mnist, "--epochs", "2", "--lr", "1e-3", "1e-2",
                              "--log-sigma2", "6", "7", "8", "--pruner", "hyperband", "--workers",
                              "2", "--storage", postgres)) == 0
@@ -321,3 +322,23 @@ def test_a_study_with_bad_settings_is_one_line(bad, tmp_path, fake_mnist, capsys
     assert main(["search-report", str(out), "--data-dir", str(fake_mnist)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "holds bad search settings" in err[0], err
+
+
+def test_workers_started_together_meet_before_their_first_trial(tmp_path):
+    import threading
+    folder = str(tmp_path / ".start-x")
+    results = {}
+    threads = [threading.Thread(target=lambda i=i: results.update({i: search.meet_workers(folder, i, 3)}))
+               for i in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert results == {0: True, 1: True, 2: True}
+    assert sorted(os.listdir(folder)) == ["worker-0", "worker-1", "worker-2"]
+    # a sibling that never comes: the worker goes on alone after the timeout
+    start = time.monotonic()
+    assert search.meet_workers(str(tmp_path / ".start-y"), 0, 2, timeout=0.3) is False
+    assert 0.3 <= time.monotonic() - start < 5
+    with pytest.raises(ValueError, match="worker must lie in"):
+        search.meet_workers(folder, 3, 3)

@@ -4,8 +4,10 @@ import argparse
 import logging
 import os
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 
 from ..context import resolve_context
 from ..experiments import configs, search_report
@@ -70,6 +72,7 @@ def add_parsers(commands):
                              "3 of them is failed and retried, resuming its run folder")
     search.add_argument("--worker-index", type=number(int, 0, True), default=0,
                         help=argparse.SUPPRESS)
+    search.add_argument("--start-together", default=None, help=argparse.SUPPRESS)  # FOLDER:N
     search.add_argument("--dry-run", action="store_true",
                         help="print the grid's settings and exit without training")
     add_overrides(search)
@@ -125,8 +128,13 @@ def search_command(args):
     if args.workers > 1:
         return _spawn_workers(args, space, options)
     with log_to(os.path.join(args.output_dir, SEARCH_LOG)):
+        start_together = None
+        if args.start_together:  # set by _spawn_workers
+            folder, _, count = args.start_together.rpartition(":")
+            start_together = (folder, int(count))
         study = optuna_search.search(space, args.epochs, args.output_dir,
-                                     worker=args.worker_index, **options)
+                                     worker=args.worker_index, start_together=start_together,
+                                     **options)
     _print_summary(study, args.output_dir)
     return 0
 
@@ -141,12 +149,18 @@ def _spawn_workers(args, space, options):
                                              args.max_trials, args.search_seed)
     optuna_search.open_study(storage, settings)
     argv = shlex.split(args.command_line)[1:]
+    # the workers meet before their first trial, so each takes one of the first ones
+    barrier = tempfile.mkdtemp(prefix=".start-", dir=args.output_dir)
     processes = []
-    for index in range(args.workers):
-        command = [sys.executable, "-m", "gluon_bbb"] + argv + [
-            "--workers", "1", "--worker-index", str(index)]
-        processes.append(subprocess.Popen(command))
-    codes = [process.wait() for process in processes]
+    try:
+        for index in range(args.workers):
+            command = [sys.executable, "-m", "gluon_bbb"] + argv + [
+                "--workers", "1", "--worker-index", str(index),
+                "--start-together", f"{barrier}:{args.workers}"]
+            processes.append(subprocess.Popen(command))
+        codes = [process.wait() for process in processes]
+    finally:
+        shutil.rmtree(barrier, ignore_errors=True)
     worst = max(codes, key=abs)
     study = search_report.load_search(args.output_dir, args.storage)
     _print_summary(study, args.output_dir)
