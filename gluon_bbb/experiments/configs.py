@@ -143,6 +143,9 @@ for _name in ("bbb-mixture-400", "bbb-gaussian-400", "sgd-400", "dropout-400"):
     CONFIGS[_lenet] = dict(CONFIGS[_name], network="lenet", hidden=[120, 84])
     DESCRIPTIONS[_lenet] = (DESCRIPTIONS[_name].replace("plain MLP 2x400", "plain 2x400")
                             .replace("MLP 2x400", "2x400").replace("2x400 ReLU", LENET))
+    CONFIGS[f"fashion-{_lenet}"] = dict(CONFIGS[_lenet], dataset="fashion-mnist",
+                                        reproduce=f"fashion-{_lenet}")
+    DESCRIPTIONS[f"fashion-{_lenet}"] = "Fashion-MNIST: " + DESCRIPTIONS[_lenet]
 
 
 del _name, _lenet
