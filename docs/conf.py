@@ -62,7 +62,8 @@ with open(os.path.join(NOTEBOOKS, "README.md"), "w", encoding="utf-8") as handle
 html_theme = "alabaster"
 html_theme_options = {"page_width": "1240px", "sidebar_width": "250px"}
 html_title = f"gluon_bbb {__version__}"
-html_static_path = []
+html_static_path = ["_static"]
+html_css_files = ["wrap-code.css"]  # long code lines wrap (no sideways scrolling)
 # MathJax from its CDN (the default), or from a local copy for reading offline, e.g. Debian's
 # libjs-mathjax: GLUON_BBB_MATHJAX=file:///usr/share/javascript/mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML
 if os.environ.get("GLUON_BBB_MATHJAX"):
