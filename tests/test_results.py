@@ -15,7 +15,7 @@ from gluon_bbb.cli import main
 RESULTS = pathlib.Path(__file__).resolve().parent.parent / "results"
 HEADLINE_RUNS = ["bbb-mixture-400-ls8-kl0.3-s2", "bbb-mixture-400-ls8", "bbb-mixture-400-s2",
                  "bbb-mixture-400-lrdecay", "bbb-gaussian-400-lrdecay", "bbb-mixture-400",
-                 "bbb-gaussian-400", "fashion-bbb-mixture-400-kl0.1"]
+                 "bbb-gaussian-400", "fashion-bbb-mixture-400-kl0.1", "bbb-mixture-lenet"]
 
 
 def _data_or_skip(dataset="mnist"):
@@ -26,7 +26,7 @@ def _data_or_skip(dataset="mnist"):
 
 
 #: The committed deterministic baselines of Table 1 (best.params only, no per-epoch checkpoint).
-BASELINE_RUNS = ["sgd-400", "dropout-400"]
+BASELINE_RUNS = ["sgd-400", "dropout-400", "sgd-lenet", "dropout-lenet"]
 
 
 def test_committed_checkpoints_are_in_the_current_format_without_optimizer_state():
