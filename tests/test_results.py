@@ -15,7 +15,8 @@ from gluon_bbb.cli import main
 RESULTS = pathlib.Path(__file__).resolve().parent.parent / "results"
 HEADLINE_RUNS = ["bbb-mixture-400-ls8-kl0.3-s2", "bbb-mixture-400-ls8", "bbb-mixture-400-s2",
                  "bbb-mixture-400-lrdecay", "bbb-gaussian-400-lrdecay", "bbb-mixture-400",
-                 "bbb-gaussian-400", "fashion-bbb-mixture-400-kl0.1", "bbb-mixture-lenet"]
+                 "bbb-gaussian-400", "fashion-bbb-mixture-400-kl0.1", "bbb-mixture-lenet",
+                 "fashion-bbb-mixture-lenet"]
 
 
 def _data_or_skip(dataset="mnist"):
@@ -26,7 +27,8 @@ def _data_or_skip(dataset="mnist"):
 
 
 #: The committed deterministic baselines of Table 1 (best.params only, no per-epoch checkpoint).
-BASELINE_RUNS = ["sgd-400", "dropout-400", "sgd-lenet", "dropout-lenet"]
+BASELINE_RUNS = ["sgd-400", "dropout-400", "sgd-lenet", "dropout-lenet", "fashion-sgd-lenet",
+                 "fashion-dropout-lenet"]
 
 
 def test_committed_checkpoints_are_in_the_current_format_without_optimizer_state():
@@ -42,7 +44,7 @@ def test_committed_checkpoints_are_in_the_current_format_without_optimizer_state
 @pytest.mark.parametrize("name", BASELINE_RUNS)
 def test_committed_baseline_reproduces_its_recorded_test_error(name):
     run_dir = RESULTS / name
-    _data_or_skip()
+    _data_or_skip(json.loads((run_dir / "config.json").read_text())["dataset"])
     recorded = json.loads((run_dir / "result.json").read_text())
     measured = experiments.evaluate_run(str(run_dir))
     assert measured["best_epoch"] == recorded["best_epoch"]
