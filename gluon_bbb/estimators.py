@@ -152,7 +152,7 @@ class _EstimatorForward:
             return self.original(self.layer, F, x, weight, bias)
         mu = self.posterior.mus[self.weight_index].data()
         if self.estimator == "local":
-            out = self._local(F, x, mu)
+            out = self._local(F, x, mu, bias)
         elif isinstance(self.layer, gluon.nn.Dense):
             out = self._flipout_dense(F, x, weight, bias, mu)
         else:
@@ -163,11 +163,12 @@ class _EstimatorForward:
         layer = self.layer
         return {"num_hidden": layer._units, "flatten": layer._flatten}  # noqa: SLF001 -- Dense keeps them only here
 
-    def _local(self, F, x, mu):
-        """a = x . mu^T + mu_b + sqrt((x * x) . (sigma^2)^T + sigma_b^2) * zeta."""
+    def _local(self, F, x, mu, bias):
+        """a = x . mu^T + mu_b + sqrt((x * x) . (sigma^2)^T + sigma_b^2) * zeta; a bias
+        outside the posterior (none, or frozen) adds its value and no variance."""
         sigma = softplus(F, self.posterior.rhos[self.weight_index].data())
         if self.bias_index is None:
-            mean = F.FullyConnected(x, mu, no_bias=True, **self._dense_options())
+            mean = F.FullyConnected(x, mu, bias, no_bias=bias is None, **self._dense_options())
             variance = F.FullyConnected(F.square(x), F.square(sigma), no_bias=True,
                                         **self._dense_options())
         else:

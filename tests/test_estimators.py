@@ -106,8 +106,8 @@ def test_the_statistic_finds_a_wrong_estimator():
     forward = trainer.net[0].hybrid_forward
     original_local = forward._local
 
-    def doubled_noise(F, x, mu):
-        out = original_local(F, x, mu)
+    def doubled_noise(F, x, mu, bias):
+        out = original_local(F, x, mu, bias)
         mean = F.FullyConnected(x, mu, trainer.posterior.mus[forward.bias_index].data(), num_hidden=4)
         return mean + 2 * (out - mean)
 
@@ -199,10 +199,20 @@ def test_a_frozen_layer_keeps_its_weights():
     net(x)
     net[0].weight.grad_req = "null"
     net[0].bias.grad_req = "null"
-    trainer = BBBTrainer(net, BBBLoss(GaussianPrior(1.0)), estimator="local", fused=False)
+    net[1].bias.grad_req = "null"  # a frozen bias beside a trained weight
+    net[1].bias.set_data(nd.array([0.5, -1.0, 2.0], dtype=DTYPE))
+    frozen_bias = net[1].bias.data().asnumpy().copy()
+    trainer = BBBTrainer(net, BBBLoss(GaussianPrior(1.0)), estimator="local", fused=False,
+                         rho_init=-30.0)  # sigma ~ 1e-13: the local draw is the mean
     trainer.prepare(x)
     assert trainer.estimators.assignment[net[0].name] == "weights"
+    assert trainer.estimators.assignment[net[1].name] == "local"
     assert "frozen" in trainer.estimator_report
+    with trainer.estimators.training():
+        hidden = net[0](x)
+        local = net[1](hidden).asnumpy()
+    mu = trainer.posterior.mus[-1].data().asnumpy()  # the second layer's weight
+    np.testing.assert_allclose(local, hidden.asnumpy() @ mu.T + frozen_bias, rtol=1e-9, atol=1e-9)
     trainer.step(x, y, 0.1)
 
 
