@@ -1,4 +1,4 @@
-"""One writer per run folder.
+"""One writer per run folder; and a start barrier for worker processes (:func:`meet_workers`).
 
 ``train``, ``reproduce`` and every ``search`` trial hold an exclusive lock on their run folder
 while they write it: ``fcntl.flock`` on the file :data:`LOCK_FILE` inside it. The operating
@@ -14,10 +14,12 @@ import errno
 import fcntl
 import logging
 import os
+import time
 
+from ._checks import check_int
 from .checkpoint import remove_stale_temporary_files
 
-__all__ = ["LOCK_FILE", "RunFolderBusyError", "RunFolderLock", "waiting_lock"]
+__all__ = ["LOCK_FILE", "RunFolderBusyError", "RunFolderLock", "waiting_lock", "meet_workers"]
 
 logger = logging.getLogger(__name__)
 
@@ -109,3 +111,41 @@ def waiting_lock(path):
         yield
     finally:
         os.close(descriptor)  # closing releases the lock
+
+
+def meet_workers(folder, worker, count, timeout=120.0):
+    """Wait until ``count`` workers started together have each called this (a start barrier).
+
+    The workers that ``gluon-bbb search --workers N`` starts on one machine meet here before
+    their first trial, so that each takes one of the first N trials: without it the first
+    to start can take every trial of a small study before the others have imported MXNet.
+    Each worker leaves a file ``worker-<index>`` in ``folder``.
+
+    Parameters
+    ----------
+    folder : str, one folder per start (created if missing)
+    worker : int, this worker's index, 0 <= worker < count
+    count : int, the workers that meet
+    timeout : float, seconds; then the worker goes on alone (a sibling may have died)
+
+    Returns
+    -------
+    bool, True if all ``count`` workers arrived in time.
+    """
+    count = check_int("count", count)
+    if not 0 <= worker < count:
+        raise ValueError(f"worker must lie in [0, {count}), got {worker!r}")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, f"worker-{worker}"), "w", encoding="utf-8") as handle:
+        handle.write(str(os.getpid()))
+    deadline = time.monotonic() + timeout
+    while True:
+        arrived = sum(os.path.exists(os.path.join(folder, f"worker-{index}"))
+                      for index in range(count))
+        if arrived == count:
+            return True
+        if time.monotonic() >= deadline:
+            logger.warning("worker %d: %d of %d workers arrived within %g s; going on",
+                           worker, arrived, count, timeout)
+            return False
+        time.sleep(0.05)

@@ -17,6 +17,7 @@ import pytest
 
 from gluon_bbb.cli import main
 from gluon_bbb.experiments import search, search_report
+from gluon_bbb.runlock import meet_workers
 from gluon_bbb.experiments.configs import PAPER_GRID
 
 SMALL = ["--hidden", "8", "--subset", "64", "--num-samples", "1", "--pi", "0.5",
@@ -328,7 +329,7 @@ def test_workers_started_together_meet_before_their_first_trial(tmp_path):
     import threading
     folder = str(tmp_path / ".start-x")
     results = {}
-    threads = [threading.Thread(target=lambda i=i: results.update({i: search.meet_workers(folder, i, 3)}))
+    threads = [threading.Thread(target=lambda i=i: results.update({i: meet_workers(folder, i, 3)}))
                for i in range(3)]
     for thread in threads:
         thread.start()
@@ -338,7 +339,7 @@ def test_workers_started_together_meet_before_their_first_trial(tmp_path):
     assert sorted(os.listdir(folder)) == ["worker-0", "worker-1", "worker-2"]
     # a sibling that never comes: the worker goes on alone after the timeout
     start = time.monotonic()
-    assert search.meet_workers(str(tmp_path / ".start-y"), 0, 2, timeout=0.3) is False
+    assert meet_workers(str(tmp_path / ".start-y"), 0, 2, timeout=0.3) is False
     assert 0.3 <= time.monotonic() - start < 5
     with pytest.raises(ValueError, match="worker must lie in"):
-        search.meet_workers(folder, 3, 3)
+        meet_workers(folder, 3, 3)

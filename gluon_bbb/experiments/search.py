@@ -35,7 +35,7 @@ from sqlalchemy.exc import ArgumentError
 
 from .._checks import check_int
 from ..context import resolve_context
-from ..runlock import RunFolderBusyError, waiting_lock
+from ..runlock import RunFolderBusyError, meet_workers, waiting_lock
 from .configs import CONFIGS, PAPER_GRID, SEARCH_KEYS, check_hyperparameter, get_config
 from .protocol import run
 from .runfolder import checkpoint_metadata
@@ -43,7 +43,7 @@ from .runners import loaders_for
 
 __all__ = ["SPACE_KEYS", "SAMPLERS", "PRUNERS", "STUDY_NAME", "TRIALS", "grid_settings",
            "sample_settings", "search_space", "trial_name", "storage_url", "open_storage",
-           "study_settings", "open_study", "work", "search", "quiet_optuna", "meet_workers"]
+           "study_settings", "open_study", "work", "search", "quiet_optuna"]
 
 logger = logging.getLogger(__name__)
 
@@ -439,44 +439,6 @@ def study_settings(space, epochs, base="bbb-mixture-400", overrides=None, sample
             "seed": check_int("seed", seed, minimum=0)}
 
 
-def meet_workers(folder, worker, count, timeout=120.0):
-    """Wait until ``count`` workers started together have each called this (a start barrier).
-
-    The workers that ``gluon-bbb search --workers N`` starts on one machine meet here before
-    their first trial, so that each takes one of the first N trials: without it the first
-    to start can take every trial of a small study before the others have imported MXNet.
-    Each worker leaves a file ``worker-<index>`` in ``folder``.
-
-    Parameters
-    ----------
-    folder : str, one folder per start (created if missing)
-    worker : int, this worker's index, 0 <= worker < count
-    count : int, the workers that meet
-    timeout : float, seconds; then the worker goes on alone (a sibling may have died)
-
-    Returns
-    -------
-    bool, True if all ``count`` workers arrived in time.
-    """
-    count = check_int("count", count)
-    if not 0 <= worker < count:
-        raise ValueError(f"worker must lie in [0, {count}), got {worker!r}")
-    os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, f"worker-{worker}"), "w", encoding="utf-8") as handle:
-        handle.write(str(os.getpid()))
-    deadline = time.monotonic() + timeout
-    while True:
-        arrived = sum(os.path.exists(os.path.join(folder, f"worker-{index}"))
-                      for index in range(count))
-        if arrived == count:
-            return True
-        if time.monotonic() >= deadline:
-            logger.warning("worker %d: %d of %d workers arrived within %g s; going on",
-                           worker, arrived, count, timeout)
-            return False
-        time.sleep(0.05)
-
-
 def search(space, epochs, output_dir, base="bbb-mixture-400", overrides=None, sampler="grid",
            pruner="hyperband", max_trials=None, seed=0, storage=None, worker=0,
            heartbeat_interval=60, data_dir=None, ctx=None, progress=False, command=None,
@@ -511,7 +473,7 @@ def search(space, epochs, output_dir, base="bbb-mixture-400", overrides=None, sa
         Seconds; a trial without a heartbeat for 3 of them is failed and retried.
     start_together : (str, int), optional
         A folder and a number of workers: meet them there before the first trial
-        (:func:`meet_workers`).
+        (:func:`gluon_bbb.runlock.meet_workers`).
 
     Returns
     -------
