@@ -38,8 +38,6 @@ and its gradient of the gradient of the cost.
 The extra noise (the local Gaussians, Flipout's signs) comes from MXNet's generator on the
 trainer's context, which :meth:`gluon_bbb.BBBTrainer.reseed` seeds: a seeded run repeats.
 """
-import contextlib
-
 from mxnet import gluon
 
 from ._math import softplus
@@ -128,14 +126,18 @@ class LayerEstimators:
             self.report = (f"{estimator}: {', '.join(covered) or 'no layer'}"
                            + (f"; weights: {rest}" if rest else ""))
 
-    @contextlib.contextmanager
     def training(self):
-        """Within this context the covered layers use the estimator."""
+        """``with estimators.training():`` the covered layers use the estimator within. The
+        object is its own context manager: nothing is created per training step."""
+        return self
+
+    def __enter__(self):
         self.active = True
-        try:
-            yield
-        finally:
-            self.active = False
+        return self
+
+    def __exit__(self, *exc_info):
+        self.active = False
+        return False
 
 
 class _EstimatorForward:

@@ -14,7 +14,6 @@ Usage::
     GLUON_BBB_DATA=/work/shared/data python scripts/bandit_posterior_check.py runs/bandit-investigation/paper
 """
 import argparse
-import json
 import os
 import sys
 
@@ -23,6 +22,7 @@ from mxnet import nd
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from gluon_bbb.bandit.environment import EAT, PASS, action_inputs  # noqa: E402
+from gluon_bbb.checkpoint import read_json  # noqa: E402
 from gluon_bbb.experiments import bandit_run  # noqa: E402
 from gluon_bbb.mushroom import load_mushroom  # noqa: E402
 from gluon_bbb.uncertainty import sample_network_outputs  # noqa: E402
@@ -33,8 +33,10 @@ def main(argv=None):
     parser.add_argument("folder")
     parser.add_argument("--samples", type=int, default=100)
     args = parser.parse_args(argv)
-    with open(os.path.join(args.folder, "agent-thompson.json")) as f:
-        stored = json.load(f)["settings"]
+    record = read_json(os.path.join(args.folder, "agent-thompson.json"), "a bandit agent's record")
+    stored = record.get("settings") if isinstance(record, dict) else None
+    if not isinstance(stored, dict):
+        sys.exit(f"{args.folder}/agent-thompson.json holds no agent settings")
     settings = dict(bandit_run.THOMPSON_SETTINGS, **stored)
     data = load_mushroom()
     contexts, edible = data.contexts, data.edible
@@ -62,4 +64,8 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except ValueError as error:  # a bad record or checkpoint: one line naming the file
+        print(f"bandit_posterior_check: {error}", file=sys.stderr)
+        sys.exit(2)
