@@ -7,7 +7,7 @@ import math
 
 import mxnet as mx
 
-__all__ = ["LOG_SQRT_2PI", "get_F", "softplus", "gaussian_log_density", "total"]
+__all__ = ["LOG_SQRT_2PI", "get_F", "softplus", "total"]
 
 #: log(sqrt(2 pi)), the normalising constant of a standard normal density.
 LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -49,22 +49,6 @@ def softplus(F, rho):
     series = s * (1.0 + s * (0.5 + s * (1.0 / 3.0 + s * (0.25 + s * 0.2))))
     fast = F.Activation(rho, act_type="softrelu")
     return F.where(rho > _SOFTPLUS_SERIES_BELOW, fast, series)
-
-
-def gaussian_log_density(F, x, sigma):
-    """log N(x; 0, sigma^2) elementwise for a scalar (Python float) ``sigma``.
-
-    Parameters
-    ----------
-    F : module
-    x : NDArray or Symbol, any shape
-    sigma : float, > 0
-
-    Returns
-    -------
-    NDArray or Symbol, same shape as ``x``
-    """
-    return F.square(x) * (-0.5 / (sigma * sigma)) - (math.log(sigma) + LOG_SQRT_2PI)
 
 
 def total(F, x):

@@ -98,6 +98,8 @@ def epoch_line(record, num_epochs, eval_label="test"):
         parts.append(f"train {100 * record['train_error']:.2f}%")
     if "test_error" in record:
         parts.append(f"{eval_label} {100 * record['test_error']:.2f}%")
+    if "prior" in record:  # a learned prior's values
+        parts.append("prior " + ", ".join(f"{k} {v:.3g}" for k, v in record["prior"].items()))
     if record.get("skipped_steps"):
         parts.append(f"{record['skipped_steps']} steps skipped")
     parts.append(f"{record['seconds']:.1f} s")

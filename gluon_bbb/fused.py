@@ -316,7 +316,7 @@ def adam(ctx, **optimizer_params):
     return mx.optimizer.Adam(**optimizer_params)
 
 
-def fused_path(ctx, dtype, params, requested=None):
+def fused_path(ctx, dtype, params, requested=None, learnable_prior=False):
     """Whether a trainer's steps can use the fused operator, and why not; logs the reason
     when falling back.
 
@@ -327,6 +327,8 @@ def fused_path(ctx, dtype, params, requested=None):
     params : list of gluon Parameters, mu and rho
     requested : bool or None
         None: use it when it is available. False: never. True: require it.
+    learnable_prior : bool
+        The prior is trained: the operator's complexity has no gradient with respect to it.
 
     Returns
     -------
@@ -345,6 +347,9 @@ def fused_path(ctx, dtype, params, requested=None):
         reason = f"the fused operator supports float32 and float64, not {dtype}"
     elif any(p.grad_req == "add" for p in params):
         reason = "the fused operator cannot accumulate gradients (grad_req='add')"
+    elif learnable_prior:
+        reason = ("the prior is learnable, and the fused operator's complexity has no gradient "
+                  "with respect to the prior's parameters")
     else:
         reason = fused_status().reason
     if not reason:

@@ -29,7 +29,10 @@ class BBBLoss(gluon.loss.Loss):
     Parameters
     ----------
     prior : Prior
-        :class:`~gluon_bbb.GaussianPrior` or :class:`~gluon_bbb.ScaleMixturePrior`.
+        :class:`~gluon_bbb.GaussianPrior` or :class:`~gluon_bbb.ScaleMixturePrior`. A
+        learnable one (``learnable=True``) brings its parameters, which become this loss's
+        (``loss.collect_params()``): the cost's gradient reaches them, and
+        :class:`~gluon_bbb.BBBTrainer` trains them with mu and rho (empirical Bayes).
     likelihood : {'softmax', 'gaussian'}
         'softmax': categorical likelihood on the logits ``pred`` (classification; ``label``
         holds class indices). 'gaussian': N(label; pred, noise_sigma^2) (regression).
@@ -89,6 +92,11 @@ class BBBLoss(gluon.loss.Loss):
                 raise ValueError(
                     f"noise_sigma must be a positive finite number or None, got {noise_sigma!r}")
         self.prior = prior
+        # A learnable prior's parameters become the loss's: trained with mu and rho, and
+        # handed to hybrid_forward (as Symbols once hybridized) under their names.
+        self.params.update({param.name: param for param in prior.parameters().values()})
+        for name, param in prior.parameters().items():
+            setattr(self, name, param)
         self.likelihood = likelihood
         self.noise_sigma = noise_sigma
 
@@ -104,31 +112,36 @@ class BBBLoss(gluon.loss.Loss):
         per_value = 0.5 * F.square(residual) + (math.log(self.noise_sigma) + LOG_SQRT_2PI)
         return F.sum(per_value).reshape((1,))
 
-    def complexity(self, F, weights, sigmas, epsilons):
-        """log q(w | theta) - log P(w) summed over all weights, shape (1,)."""
+    def complexity(self, F, weights, sigmas, epsilons, prior_params=None):
+        """log q(w | theta) - log P(w) summed over all weights, shape (1,); ``prior_params``
+        are a learnable prior's parameters (:class:`~gluon_bbb.priors.Prior`)."""
         log_q, log_prior = [], []
         for w, sigma, eps in zip(weights, sigmas, epsilons):
             # log q = sum_j (-log sigma_j - eps_j^2 / 2 - log(2 pi) / 2), the reparameterised form
             log_q.append(total(F, -F.log(sigma) - LOG_SQRT_2PI) - 0.5 * sum_of_squares(F, eps))
-            log_prior.append(self.prior.sum_log_prob(w, F))
+            log_prior.append(self.prior.sum_log_prob(w, F, prior_params))
         return F.add_n(*log_q) - F.add_n(*log_prior)
 
-    def closed_form_complexity(self, F, weights, sigmas, epsilons):
+    def closed_form_complexity(self, F, weights, sigmas, epsilons, prior_params=None):
         """KL(q || P) summed over all weights, shape (1,), mu = w - sigma * eps."""
-        return F.add_n(*[self.prior.sum_kl(w - sigma * eps, sigma, F)
+        return F.add_n(*[self.prior.sum_kl(w - sigma * eps, sigma, F, prior_params)
                          for w, sigma, eps in zip(weights, sigmas, epsilons)])
 
-    def hybrid_forward(self, F, pred, label, kl_weight, *complexity_inputs):
+    def hybrid_forward(self, F, pred, label, kl_weight, *complexity_inputs, **prior_params):
         nll = self.negative_log_likelihood(F, pred, label)
         if self.kl == "closed_form":
             if len(complexity_inputs) != 3:
                 raise TypeError("BBBLoss(kl='closed_form') expects (pred, label, kl_weight, "
                                 "weights, sigmas, epsilons)")
-            complexity = self.closed_form_complexity(F, *complexity_inputs)
+            complexity = self.closed_form_complexity(F, *complexity_inputs, prior_params)
         elif len(complexity_inputs) == 1:
+            if prior_params:
+                raise TypeError("a learnable prior needs (pred, label, kl_weight, weights, "
+                                "sigmas, epsilons): a precomputed complexity has no gradient "
+                                "with respect to the prior")
             complexity = complexity_inputs[0]
         elif len(complexity_inputs) == 3:
-            complexity = self.complexity(F, *complexity_inputs)
+            complexity = self.complexity(F, *complexity_inputs, prior_params)
         else:
             raise TypeError("BBBLoss expects (pred, label, kl_weight, weights, sigmas, epsilons) "
                             "or (pred, label, kl_weight, complexity)")

@@ -3,8 +3,9 @@
 The file format, and every check made while reading it, is :mod:`gluon_bbb.checkpoint`'s;
 the optimizer state is :mod:`gluon_bbb.optimizer_state`'s. A checkpoint holds:
 
-* arrays: mu and rho of every weight tensor, and the network's other non-trainable arrays
-  (e.g. BatchNorm running statistics) as ``'net:<name>'``;
+* arrays: mu and rho of every weight tensor, the network's other non-trainable arrays
+  (e.g. BatchNorm running statistics) as ``'net:<name>'``, and a learnable prior's
+  parameters as ``'prior:<name>'``;
 * the optimizer state (Adam and SGD; others start afresh);
 * metadata: epoch, history, prior, likelihood, settings, seed, and the state of the
   pure-MXNet path's NumPy noise generator (so Monte Carlo predictions after loading continue
@@ -16,7 +17,8 @@ import mxnet as mx
 from mxnet import nd
 
 from . import optimizer_state
-from .checkpoint import CheckpointError, checked_field, read_checkpoint, write_checkpoint
+from .checkpoint import (CheckpointError, checked_field, read_checkpoint, read_metadata,
+                         write_checkpoint)
 from .posterior import GaussianNoise, trainable_parameters
 from .priors import prior_from_config
 
@@ -33,6 +35,8 @@ def checkpoint_arrays(trainer):
     for name, param in trainer.net.collect_params().items():
         if id(param) not in covered:
             arrays["net:" + name] = param.data()
+    for name, param in trainer.loss.prior.parameters().items():
+        arrays["prior:" + name] = param.data()
     return arrays
 
 
@@ -76,6 +80,7 @@ def load_trainer(trainer, path, optimizer=True, trust_pickled_state=False):
             "before BBBTrainer(...) and load()"
         )
     arrays = checkpoint_arrays(trainer)
+    _check_prior_kind(trainer.loss.prior, path)
     stored = read_checkpoint(path, expected={name: a.shape for name, a in arrays.items()},
                              with_optimizer=optimizer, trust_pickled_state=trust_pickled_state)
     metadata = stored.metadata
@@ -104,7 +109,9 @@ def load_trainer(trainer, path, optimizer=True, trust_pickled_state=False):
     posterior = trainer.posterior
     for param in trainer.variational_params:
         param.set_data(values[param.name[len(posterior.prefix):]])
-    if prior != trainer.loss.prior:
+    for name, param in trainer.loss.prior.parameters().items():
+        param.set_data(values["prior:" + name])  # a learnable prior continues as trained
+    if not trainer.loss.prior.learnable and prior != trainer.loss.prior:
         logger.warning("replacing the loss's prior %r by the checkpoint's %r", trainer.loss.prior,
                        prior)
         trainer.loss.prior = prior
@@ -117,6 +124,23 @@ def load_trainer(trainer, path, optimizer=True, trust_pickled_state=False):
     trainer.history = list(history)
     trainer.set_mean()
     return metadata
+
+
+def _check_prior_kind(prior, path):
+    """A CheckpointError unless the file's prior is of ``prior``'s kind where either is
+    learnable: a learnable prior's parameters are the loss's, so the loss must be built for
+    them (``BBBLoss(prior_from_config(metadata['prior']))``)."""
+    metadata = read_metadata(path)
+    try:
+        stored = prior_from_config(checked_field(metadata, "prior", dict, path))
+    except (TypeError, ValueError) as error:
+        raise CheckpointError(f"{path}: the stored prior is not valid ({error})") from None
+    if (prior.learnable or stored.learnable) and (
+            type(stored) is not type(prior) or stored.learnable != prior.learnable):
+        raise CheckpointError(
+            f"{path}: its prior is {stored!r}, the loss's {prior!r}; a learnable prior must be "
+            "the same kind in both: build the loss with the file's prior, "
+            "prior_from_config(metadata['prior'])")
 
 
 def _restore_optimizer(trainer, path, stored):

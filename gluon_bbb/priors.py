@@ -1,10 +1,16 @@
 """Priors over the network weights: the paper's Gaussian and scale-mixture priors (section 3.3).
 
 Both are F-agnostic: ``log_prob(w)`` accepts an NDArray or, inside ``hybrid_forward``, a Symbol.
+Both can be fixed, as in the paper, or learned with the posterior (``learnable=True``,
+empirical Bayes).
 """
 import math
+import numbers
 
-from ._math import LOG_SQRT_2PI, gaussian_log_density, get_F, sum_of_squares, total
+import mxnet as mx
+from mxnet import gluon
+
+from ._math import LOG_SQRT_2PI, get_F, softplus, sum_of_squares, total
 
 __all__ = ["Prior", "GaussianPrior", "ScaleMixturePrior", "prior_from_config"]
 
@@ -20,28 +26,99 @@ def _check_positive_finite(name, value):
 
 
 class Prior:
-    """Base class: an elementwise, factorised prior P(w) = prod_j P(w_j)."""
+    """Base class: an elementwise, factorised prior P(w) = prod_j P(w_j).
 
-    def log_prob(self, w, F=None):
+    A prior is fixed (its values are Python floats, constants of the cost) or, with
+    ``learnable=True``, learned by empirical Bayes: its values are then functions of
+    unconstrained (1,)-shaped ``gluon.Parameter`` s (:meth:`parameters`; log sigma, and the
+    logit of pi), which :class:`~gluon_bbb.BBBLoss` registers as its own so that
+    :class:`~gluon_bbb.BBBTrainer` trains them with mu and rho on the same cost, Eq. (8).
+    Every method takes those parameters as ``raw`` (a dict name -> (1,) NDArray or Symbol,
+    as ``hybrid_forward`` receives them); without ``raw`` a learnable prior reads their
+    current values.
+    """
+
+    #: Whether the prior's values are trained (see the class docstring).
+    learnable = False
+
+    def _make_learnable(self, initial):
+        """Make this prior learnable, with parameters name -> initial unconstrained value."""
+        self.learnable = True
+        self._initial = dict(initial)
+        self._parameters = {
+            name: gluon.Parameter(f"prior_{name}", shape=(1,), init=mx.init.Constant(value),
+                                  dtype="float32")
+            for name, value in initial.items()}
+
+    def parameters(self):
+        """name -> ``gluon.Parameter`` of shape (1,): the trained unconstrained values of a
+        learnable prior; empty for a fixed one."""
+        return dict(getattr(self, "_parameters", {}))
+
+    def initialize(self, ctx, dtype="float32"):
+        """Create a learnable prior's parameters on ``ctx`` in ``dtype`` (done once; later
+        calls move them to ``ctx``). Nothing to do for a fixed prior."""
+        for param in self.parameters().values():
+            try:
+                contexts = param.list_ctx()
+            except RuntimeError:  # not initialised yet
+                param.dtype = dtype
+                param.initialize(ctx=ctx)
+                continue
+            if ctx not in contexts:
+                param.reset_ctx(ctx)
+            if param.dtype != dtype:
+                param.cast(dtype)
+
+    def _raw(self, F, like, raw):
+        """The raw parameters to compute with: None for a fixed prior, else ``raw`` or the
+        parameters' current arrays on ``like``'s context."""
+        if not self.learnable:
+            return None
+        if raw:
+            return raw
+        if F is not mx.nd:
+            raise ValueError("a learnable prior inside a graph needs its parameters as ``raw``")
+        return {name: param.data(like.context) for name, param in self._parameters.items()}
+
+    def _current_raw(self):
+        """name -> float: a learnable prior's current unconstrained values (a host sync)."""
+        values = dict(self._initial)  # until the parameters are initialised
+        for name, param in self._parameters.items():
+            try:
+                values[name] = float(param.data(param.list_ctx()[0]).asnumpy()[0])
+            except RuntimeError:
+                pass
+        return values
+
+    def log_prob(self, w, F=None, raw=None):
         """Elementwise log P(w); same shape as ``w``."""
         raise NotImplementedError
 
-    def sum_log_prob(self, w, F=None):
+    def sum_log_prob(self, w, F=None, raw=None):
         """log P(w) summed over all elements of ``w``, shape (1,).
 
         Equal to ``sum(log_prob(w))``; subclasses compute it with fewer passes over w.
         """
         F = F or get_F(w)
-        return total(F, self.log_prob(w, F))
+        return total(F, self.log_prob(w, F, raw))
+
+    def values(self):
+        """name -> float: the prior's current values (a learned prior's as trained so far)."""
+        raise NotImplementedError
 
     def config(self):
-        """A JSON-serialisable dict from which :func:`prior_from_config` rebuilds the prior."""
-        raise NotImplementedError
+        """A JSON-serialisable dict from which :func:`prior_from_config` rebuilds the prior
+        (a learnable prior with its current values as the starting point)."""
+        config = {"name": self.name, **self.values()}
+        if self.learnable:
+            config["learnable"] = True
+        return config
 
     #: Whether :meth:`sum_kl` has a closed form for this prior.
     has_closed_form_kl = False
 
-    def sum_kl(self, mu, sigma, F=None):
+    def sum_kl(self, mu, sigma, F=None, raw=None):
         """KL(q || P) summed over all weights, for q = N(mu, sigma^2) elementwise, shape (1,).
 
         Only priors with ``has_closed_form_kl`` implement it; the paper's Monte Carlo
@@ -64,13 +141,39 @@ class GaussianPrior(Prior):
     Parameters
     ----------
     sigma : float, > 0
-        Standard deviation of the prior.
+        Standard deviation of the prior (with ``learnable=True``, its starting value).
+    learnable : bool
+        Learn sigma (empirical Bayes) through the parameter ``log_sigma``. For the closed-form
+        KL the optimum has a closed form too, sigma^2 = mean_j (sigma_j^2 + mu_j^2) over the
+        posterior's weights.
     """
 
-    def __init__(self, sigma=1.0):
-        self.sigma = _check_positive_finite("sigma", sigma)
+    name = "gaussian"
 
-    def log_prob(self, w, F=None):
+    def __init__(self, sigma=1.0, learnable=False):
+        self._sigma = _check_positive_finite("sigma", sigma)
+        if learnable:
+            self._make_learnable({"log_sigma": math.log(self._sigma)})
+
+    @property
+    def sigma(self):
+        """The standard deviation: fixed, or as learned so far (a host sync)."""
+        return self.values()["sigma"]
+
+    def values(self):
+        if not self.learnable:
+            return {"sigma": self._sigma}
+        return {"sigma": math.exp(self._current_raw()["log_sigma"])}
+
+    def _terms(self, F, raw):
+        """(alpha, c) with log N(w; 0, sigma^2) = alpha w^2 + c: floats for a fixed prior,
+        (1,) arrays of its ``log_sigma`` for a learnable one."""
+        if raw is None:
+            return -0.5 / (self._sigma * self._sigma), -(math.log(self._sigma) + LOG_SQRT_2PI)
+        log_sigma = raw["log_sigma"]
+        return -0.5 * F.exp(-2.0 * log_sigma), -(log_sigma + LOG_SQRT_2PI)
+
+    def log_prob(self, w, F=None, raw=None):
         """log N(w; 0, sigma^2) elementwise.
 
         Parameters
@@ -78,25 +181,27 @@ class GaussianPrior(Prior):
         w : NDArray or Symbol, any shape
         F : module, optional
             ``mx.nd`` or ``mx.sym``; inferred from ``w`` when omitted.
+        raw : dict, optional
+            A learnable prior's parameters (see :class:`Prior`).
 
         Returns
         -------
         NDArray or Symbol, same shape as ``w``
         """
         F = F or get_F(w)
-        return gaussian_log_density(F, w, self.sigma)
+        return _affine(F, F.square(w), *self._terms(F, self._raw(F, w, raw)))
 
-    def sum_log_prob(self, w, F=None):
+    def sum_log_prob(self, w, F=None, raw=None):
         """sum_j log N(w_j; 0, sigma^2) = -sum(w^2) / (2 sigma^2) - n (log sigma + log(2 pi) / 2).
 
         sum(w^2) is one BLAS dot product; shape (1,).
         """
         F = F or get_F(w)
-        return _quadratic_total(F, w, -0.5 / self.sigma ** 2, -(math.log(self.sigma) + LOG_SQRT_2PI))
+        return _quadratic_total(F, w, *self._terms(F, self._raw(F, w, raw)))
 
     has_closed_form_kl = True
 
-    def sum_kl(self, mu, sigma, F=None):
+    def sum_kl(self, mu, sigma, F=None, raw=None):
         """KL(N(mu, sigma^2) || N(0, s^2)) summed over all weights, s the prior's sigma:
 
         sum_j [log(s / sigma_j) + (sigma_j^2 + mu_j^2) / (2 s^2) - 1/2],
@@ -109,18 +214,18 @@ class GaussianPrior(Prior):
         ----------
         mu, sigma : NDArray or Symbol, the same shape, sigma > 0
         F : module, optional
+        raw : dict, optional
+            A learnable prior's parameters (see :class:`Prior`).
 
         Returns
         -------
         NDArray or Symbol, (1,)
         """
         F = F or get_F(mu)
-        quadratic = (sum_of_squares(F, sigma) + sum_of_squares(F, mu)) * (0.5 / self.sigma ** 2)
+        alpha, c = self._terms(F, self._raw(F, mu, raw))  # alpha = -1/(2 s^2), c = -log s - log sqrt(2 pi)
+        quadratic = (sum_of_squares(F, sigma) + sum_of_squares(F, mu)) * (-alpha)
         return quadratic - total(F, F.log(sigma)) + total(F, F.ones_like(mu)) * (
-            math.log(self.sigma) - 0.5)
-
-    def config(self):
-        return {"name": "gaussian", "sigma": self.sigma}
+            -c - (LOG_SQRT_2PI + 0.5))
 
 
 class ScaleMixturePrior(Prior):
@@ -137,24 +242,60 @@ class ScaleMixturePrior(Prior):
         Standard deviation of the wide component.
     sigma2 : float, 0 < sigma2 < sigma1
         Standard deviation of the narrow component.
+    learnable : bool
+        Learn all three (empirical Bayes) through the parameters ``logit_pi``, ``log_sigma1``
+        and ``log_sigma2``. Learning may carry sigma2 past sigma1; the mixture is the same
+        with its components swapped, and :meth:`values` reports them in the order wide, narrow.
     """
 
-    def __init__(self, pi=0.5, sigma1=math.exp(-0.0), sigma2=math.exp(-6.0)):
+    name = "scale_mixture"
+
+    def __init__(self, pi=0.5, sigma1=math.exp(-0.0), sigma2=math.exp(-6.0), learnable=False):
         try:
             pi = float(pi)
         except (TypeError, ValueError):
             raise ValueError(f"pi must be a number in (0, 1), got {pi!r}") from None
         if not 0.0 < pi < 1.0:
             raise ValueError(f"pi must lie strictly between 0 and 1, got {pi!r}")
-        self.pi = pi
-        self.sigma1 = _check_positive_finite("sigma1", sigma1)
-        self.sigma2 = _check_positive_finite("sigma2", sigma2)
-        if not self.sigma2 < self.sigma1:
+        self._pi = pi
+        self._sigma1 = _check_positive_finite("sigma1", sigma1)
+        self._sigma2 = _check_positive_finite("sigma2", sigma2)
+        if not self._sigma2 < self._sigma1:
             raise ValueError(
-                f"sigma2 must be smaller than sigma1 (sigma2={self.sigma2!r}, sigma1={self.sigma1!r})"
+                f"sigma2 must be smaller than sigma1 (sigma2={self._sigma2!r}, sigma1={self._sigma1!r})"
             )
+        if learnable:
+            self._make_learnable({"logit_pi": math.log(pi) - math.log1p(-pi),
+                                  "log_sigma1": math.log(self._sigma1),
+                                  "log_sigma2": math.log(self._sigma2)})
 
-    def log_prob(self, w, F=None):
+    pi = property(lambda self: self.values()["pi"], doc="Weight of the wide component.")
+    sigma1 = property(lambda self: self.values()["sigma1"], doc="The wide component's std.")
+    sigma2 = property(lambda self: self.values()["sigma2"], doc="The narrow component's std.")
+
+    def values(self):
+        if not self.learnable:
+            return {"pi": self._pi, "sigma1": self._sigma1, "sigma2": self._sigma2}
+        raw = self._current_raw()
+        pi = 1.0 / (1.0 + math.exp(-raw["logit_pi"]))
+        sigma1, sigma2 = math.exp(raw["log_sigma1"]), math.exp(raw["log_sigma2"])
+        if sigma2 > sigma1:  # the same mixture, named wide then narrow
+            pi, sigma1, sigma2 = 1.0 - pi, sigma2, sigma1
+        return {"pi": pi, "sigma1": sigma1, "sigma2": sigma2}
+
+    def _terms(self, F, raw):
+        """((alpha1, c1), (alpha2, c2)) with log(weight_k N(w; 0, sigma_k^2)) = alpha_k w^2 +
+        c_k: floats for a fixed prior, (1,) arrays of its parameters for a learnable one."""
+        if raw is None:
+            return (self._component(self._sigma1, self._pi),
+                    self._component(self._sigma2, 1.0 - self._pi))
+        logit = raw["logit_pi"]
+        log_weights = (-softplus(F, -logit), -softplus(F, logit))  # log pi, log(1 - pi)
+        return tuple((-0.5 * F.exp(-2.0 * log_sigma), log_weight - log_sigma - LOG_SQRT_2PI)
+                     for log_sigma, log_weight in zip((raw["log_sigma1"], raw["log_sigma2"]),
+                                                      log_weights))
+
+    def log_prob(self, w, F=None, raw=None):
         """log(pi N(w; 0, sigma1^2) + (1 - pi) N(w; 0, sigma2^2)) elementwise, Eq. (7).
 
         Computed as a log-sum-exp, a + softplus(b - a), where a is the log of the wide
@@ -165,19 +306,23 @@ class ScaleMixturePrior(Prior):
         ----------
         w : NDArray or Symbol, any shape
         F : module, optional
+        raw : dict, optional
+            A learnable prior's parameters (see :class:`Prior`).
 
         Returns
         -------
         NDArray or Symbol, same shape as ``w``
         """
         F = F or get_F(w)
-        wide = gaussian_log_density(F, w, self.sigma1) + math.log(self.pi)
-        narrow = gaussian_log_density(F, w, self.sigma2) + math.log1p(-self.pi)
+        (alpha1, c1), (alpha2, c2) = self._terms(F, self._raw(F, w, raw))
+        square = F.square(w)
+        wide = _affine(F, square, alpha1, c1)
+        narrow = _affine(F, square, alpha2, c2)
         # softplus(b - a) is only ever added to a; its absolute error (< 3e-6 from the fast
         # kernel) is what matters here, not its relative error.
         return wide + F.Activation(narrow - wide, act_type="softrelu")
 
-    def sum_log_prob(self, w, F=None):
+    def sum_log_prob(self, w, F=None, raw=None):
         """log P(w) of Eq. (7) summed over all elements, shape (1,).
 
         With a = log pi N(w; 0, sigma1^2) = alpha1 w^2 + c1 (and b likewise for sigma2),
@@ -185,9 +330,8 @@ class ScaleMixturePrior(Prior):
         w^2 is formed once and sum(w^2) is a BLAS dot product.
         """
         F = F or get_F(w)
-        alpha1, c1 = self._component(self.sigma1, self.pi)
-        alpha2, c2 = self._component(self.sigma2, 1.0 - self.pi)
-        gap = F.square(w) * (alpha2 - alpha1) + (c2 - c1)
+        (alpha1, c1), (alpha2, c2) = self._terms(F, self._raw(F, w, raw))
+        gap = _affine(F, F.square(w), alpha2 - alpha1, c2 - c1)
         return _quadratic_total(F, w, alpha1, c1) + total(F, F.Activation(gap, act_type="softrelu"))
 
     @staticmethod
@@ -195,8 +339,12 @@ class ScaleMixturePrior(Prior):
         """(alpha, c) with log(weight N(w; 0, sigma^2)) = alpha w^2 + c."""
         return -0.5 / sigma ** 2, math.log(weight) - math.log(sigma) - LOG_SQRT_2PI
 
-    def config(self):
-        return {"name": "scale_mixture", "pi": self.pi, "sigma1": self.sigma1, "sigma2": self.sigma2}
+
+def _affine(F, x, alpha, c):
+    """alpha x + c elementwise, for floats or (1,) arrays alpha and c (then broadcast)."""
+    if isinstance(alpha, numbers.Real):
+        return x * alpha + c
+    return F.broadcast_add(F.broadcast_mul(x, alpha), c)
 
 
 def _quadratic_total(F, w, alpha, c):
@@ -213,10 +361,13 @@ def prior_from_config(config):
     ----------
     config : dict
         ``{"name": "gaussian", "sigma": ...}`` or
-        ``{"name": "scale_mixture", "pi": ..., "sigma1": ..., "sigma2": ...}``.
+        ``{"name": "scale_mixture", "pi": ..., "sigma1": ..., "sigma2": ...}``, each with
+        an optional ``"learnable": true``.
     """
     config = dict(config)
     name = config.pop("name", None)
+    if not isinstance(config.get("learnable", False), bool):
+        raise ValueError(f"learnable must be true or false, got {config['learnable']!r}")
     if name == "gaussian":
         return GaussianPrior(**config)
     if name == "scale_mixture":

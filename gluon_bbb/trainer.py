@@ -95,7 +95,8 @@ class BBBTrainer:
         One entry per epoch: 'epoch', 'loss' (sum over the epoch of Eq. 8), 'nll' and
         'complexity' (its two parts, loss = nll + complexity), 'train_error' (of the sampled
         networks during training), 'test_error' (posterior mean, if eval_data was given),
-        'skipped_steps', 'seconds'.
+        'skipped_steps', 'seconds'; with a learnable prior also 'prior', its values after
+        the epoch (e.g. ``{'sigma': 0.09}``).
     epoch : int
         Number of completed epochs.
     fused : bool
@@ -173,6 +174,8 @@ class BBBTrainer:
                                               sigma_init=self.sigma_init,
                                               moped_delta=self.moped_delta)
         self.posterior.initialize(ctx=self.ctx)
+        prior = self.loss.prior
+        prior.initialize(self.ctx, self.posterior.dtype)
         if self.hybridize:
             self.posterior.hybridize()
             self.loss.hybridize()
@@ -183,21 +186,24 @@ class BBBTrainer:
         self.estimators = LayerEstimators(self.net, self.posterior, self.estimator)
         self.estimator_report = self.estimators.report
         self.variational_params = list(self.posterior.collect_params().values())
+        self.prior_params = list(prior.parameters().values())  # empty unless it is learnable
         self.fused, self.fused_reason = fused_path(self.ctx, self.posterior.dtype,
-                                                   self.variational_params, self.fused_request)
+                                                   self.variational_params, self.fused_request,
+                                                   learnable_prior=prior.learnable)
+        trained = self.variational_params + self.prior_params
         optimizer = self.optimizer
         if self.fused and isinstance(optimizer, str) and optimizer.lower() == "adam":
             optimizer = FusedAdam(**self.optimizer_params)  # same rule, one pass over all tensors
-            self.trainer = gluon.Trainer(self.posterior.collect_params(), optimizer)
+            self.trainer = gluon.Trainer(trained, optimizer)
         else:
-            self.trainer = gluon.Trainer(self.posterior.collect_params(), optimizer, self.optimizer_params)
+            self.trainer = gluon.Trainer(trained, optimizer, self.optimizer_params)
         if self.seed is None:  # drawn from MXNet's generator; fit's per-epoch seeds derive from it
             self.seed = int(nd.random.randint(0, 2**31 - 1, shape=(1,), ctx=mx.cpu()).asscalar())
         # Host draws are the faster on the CPU; elsewhere the device draws its own noise.
         generator = "numpy" if self.ctx.device_type == "cpu" else "mxnet"
         self.noise = GaussianNoise(self.posterior.shapes, self.ctx, dtype=self.posterior.dtype,
                                    seed=self.seed, generator=generator)
-        self.finite_guard = FiniteGuard(self.variational_params, self.fused, self.ctx)
+        self.finite_guard = FiniteGuard(trained, self.fused, self.ctx)
         self.set_mean()
 
     def _sample(self):
@@ -365,6 +371,8 @@ class BBBTrainer:
                 pi = pis[min(i, num_batches - 1):min(i, num_batches - 1) + 1]
                 totals.add(label, pi, *self.step(data, label, pi))
             record = totals.record(epoch + 1, start)  # the epoch's one host sync
+            if self.loss.prior.learnable:
+                record["prior"] = self.loss.prior.values()
             self.set_mean()
             if eval_data is not None and self.loss.likelihood == "softmax":
                 record["test_error"] = self.evaluate(eval_data)

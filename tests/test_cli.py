@@ -82,6 +82,24 @@ def test_train_a_lenet_with_the_flipout_estimator(tmp_path, monkeypatch):
 
 
 @needs_mnist
+def test_train_learns_the_prior_and_resumes_it(tmp_path):
+    out = tmp_path / "run"
+    args = TRAIN + ["--subset", "256", "--hidden", "16", "--learn-prior", "--lr", "0.01",
+                    "--output-dir", str(out)]
+    assert main(args) == 0
+    assert main(args[:4] + ["2"] + args[5:] + ["--resume"]) == 0  # --epochs 2
+    config = json.loads((out / "config.json").read_text())
+    assert config["learn_prior"] is True
+    result = _result(out)
+    assert "scale-mixture prior learned from pi=0.5" in result["description"]
+    learned = [record["prior"] for record in result["history"]]
+    assert len(learned) == 2 and learned[0] != learned[1]
+    assert learned[1]["sigma1"] != 1.0 and learned[1]["pi"] != 0.5
+    assert "prior pi 0." in (out / "train.log").read_text()
+    assert main(["evaluate", str(out), "--num-samples", "2"]) == 0  # read back, prior and all
+
+
+@needs_mnist
 def test_train_prints_the_test_errors(tmp_path, capsys):
     assert main(TRAIN + ["--subset", "128", "--hidden", "8", "--prior", "gaussian",
                          "--output-dir", str(tmp_path / "g")]) == 0

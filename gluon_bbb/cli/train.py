@@ -34,6 +34,9 @@ def add_parsers(commands):
                        help="-log sigma1 of the wide mixture component (the paper's convention)")
     train.add_argument("--log-sigma2", type=float, default=6.0,
                        help="-log sigma2 of the narrow mixture component")
+    train.add_argument("--learn-prior", action="store_true",
+                       help="learn the prior's values with the posterior (empirical Bayes), "
+                            "starting from the ones given")
     train.add_argument("--epochs", type=number(int, 1, True), default=10,
                        help="total number of epochs (a resumed run trains only the missing ones)")
     train.add_argument("--batch-size", type=number(int, 1, True), default=128)
@@ -89,5 +92,5 @@ def train_config(args):
     """The custom configuration of ``train``'s options (the chosen prior's keys only)."""
     keys = ["dataset", "hidden", "prior", "optimizer", "lr", "lr_decay", "num_samples",
             "kl_weighting", "kl_scale", "rho_init", "seed", "batch_size", "preprocessing",
-            "num_validation", "subset", "estimator", "network"] + list(configs.PRIOR_KEYS[args.prior])
+            "num_validation", "subset", "estimator", "network", "learn_prior"] + list(configs.PRIOR_KEYS[args.prior])
     return configs.custom_config(**{key: getattr(args, key) for key in keys})

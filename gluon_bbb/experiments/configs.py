@@ -74,7 +74,7 @@ CUSTOM = "custom"
 
 #: Hyperparameters added after the first runs were written, with the value those runs used.
 LATER_DEFAULTS = {"bbb": {"lr_decay": 1.0, "kl_scale": 1.0, "estimator": "weights",
-                          "network": "mlp"},
+                          "network": "mlp", "learn_prior": False},
                   "deterministic": {"network": "mlp"}}
 
 
@@ -90,7 +90,7 @@ PAPER_TEST_ERROR = {
 def _bbb_config(units, prior):
     config = dict(PROTOCOL, method="bbb", hidden=[units, units], prior=prior, optimizer="adam",
                   lr=1e-3, lr_decay=1.0, num_samples=1, kl_weighting="uniform", kl_scale=1.0,
-                  rho_init=-5.0, estimator="weights", network="mlp")
+                  rho_init=-5.0, estimator="weights", network="mlp", learn_prior=False)
     if prior == "scale-mixture":
         config.update(pi=0.5, log_sigma1=0.0, log_sigma2=6.0)
     else:
@@ -268,6 +268,10 @@ def check_hyperparameter(key, value):
         return real(lambda v: 0 <= v < 1, "a number in [0, 1)")
     if key in ("log_sigma1", "log_sigma2", "rho_init"):
         return real(lambda v: True, "a finite number")
+    if key == "learn_prior":
+        if not isinstance(value, bool):
+            raise ValueError(f"learn_prior must be true or false, got {value!r:.60}")
+        return value
     if key in CHOICES:
         if value not in CHOICES[key]:
             raise ValueError(f"{key} must be one of {', '.join(CHOICES[key])}, got {value!r:.60}")
@@ -305,6 +309,8 @@ def _describe_custom(config):
     samples = config["num_samples"]
     estimator = config.get("estimator", "weights")
     estimator = "" if estimator == "weights" else f", {estimator} estimator"
+    if config.get("learn_prior"):
+        prior = prior.replace(" prior ", " prior learned from ", 1)
     return (f"custom Bayes by Backprop on {config['dataset']}, {network_label(config)}, "
             f"{prior}; {config['optimizer']} lr "
             f"{config['lr']:g}{decay}, {samples} sample{'s' if samples > 1 else ''}, "
@@ -321,9 +327,11 @@ def network_label(config):
 def make_prior(config):
     """The prior of a Bayes-by-Backprop configuration, a ``reproduce`` or a ``train`` one:
     ``prior`` ('gaussian' with ``sigma``, or 'scale-mixture' with ``pi``, ``log_sigma1`` and
-    ``log_sigma2``, the paper's -log sigma convention)."""
+    ``log_sigma2``, the paper's -log sigma convention), learned with the posterior where
+    ``learn_prior`` is true (its values are then the starting point)."""
+    learnable = config.get("learn_prior", False)
     if config["prior"] == "gaussian":
-        return GaussianPrior(config["sigma"])
+        return GaussianPrior(config["sigma"], learnable=learnable)
     try:
         sigma1, sigma2 = math.exp(-config["log_sigma1"]), math.exp(-config["log_sigma2"])
     except OverflowError:
@@ -333,7 +341,7 @@ def make_prior(config):
         raise ValueError(f"the scale-mixture prior needs sigma2 < sigma1, i.e. log_sigma2 > "
                          f"log_sigma1 (--log-sigma2 > --log-sigma1; they are -log sigma); got "
                          f"{config['log_sigma2']} and {config['log_sigma1']}")
-    return ScaleMixturePrior(config["pi"], sigma1, sigma2)
+    return ScaleMixturePrior(config["pi"], sigma1, sigma2, learnable=learnable)
 
 
 def run_kind(config):
