@@ -42,7 +42,7 @@ from mxnet import gluon
 
 from ._math import softplus
 
-__all__ = ["ESTIMATORS", "LayerEstimators", "check_estimator"]
+__all__ = ["ESTIMATORS", "LayerEstimators", "check_estimator", "dense_moments"]
 
 #: The ``estimator`` choices of :class:`gluon_bbb.BBBTrainer`.
 ESTIMATORS = ("weights", "local", "flipout")
@@ -170,15 +170,12 @@ class _EstimatorForward:
         outside the posterior (none, or frozen) adds its value and no variance."""
         sigma = softplus(F, self.posterior.rhos[self.weight_index].data())
         if self.bias_index is None:
-            mean = F.FullyConnected(x, mu, bias, no_bias=bias is None, **self._dense_options())
-            variance = F.FullyConnected(F.square(x), F.square(sigma), no_bias=True,
-                                        **self._dense_options())
+            mean_bias, var_bias = bias, None
         else:
-            mu_b = self.posterior.mus[self.bias_index].data()
-            sigma_b = softplus(F, self.posterior.rhos[self.bias_index].data())
-            mean = F.FullyConnected(x, mu, mu_b, **self._dense_options())
-            variance = F.FullyConnected(F.square(x), F.square(sigma), F.square(sigma_b),
-                                        **self._dense_options())
+            mean_bias = self.posterior.mus[self.bias_index].data()
+            var_bias = F.square(softplus(F, self.posterior.rhos[self.bias_index].data()))
+        mean, variance = dense_moments(F, x, mu, F.square(sigma), mean_bias, var_bias,
+                                       **self._dense_options())
         noise = F.random.normal(shape=mean.shape, dtype=mean.dtype, ctx=mean.context)
         return mean + F.sqrt(variance + _TINY_VARIANCE) * noise
 
@@ -206,3 +203,29 @@ def _signs(F, like, per_channel=False):
     shape = like.shape[:2] + (1,) * (like.ndim - 2) if per_channel else like.shape
     uniform = F.random.uniform(shape=shape, dtype=like.dtype, ctx=like.context)
     return 2 * (uniform > 0.5) - 1
+
+
+def dense_moments(F, x, mean_weight, var_weight, mean_bias=None, var_bias=None, **options):
+    """Mean and variance of a Dense layer's pre-activations a = x . w^T + b under independent
+    Gaussian weights (the local reparameterisation, Kingma, Salimans & Welling 2015):
+    x . mu^T + mu_b and (x * x) . (sigma^2)^T + sigma_b^2.
+
+    Parameters
+    ----------
+    F : module
+    x : NDArray or Symbol, (batch_size, in_units) (or as ``FullyConnected`` takes it)
+    mean_weight, var_weight : (units, in_units), mu and sigma^2 of the weight
+    mean_bias, var_bias : (units,) or None
+        mu_b and sigma_b^2; None adds nothing (no bias, or a bias outside the posterior,
+        whose value is then ``mean_bias`` with ``var_bias`` None).
+    **options
+        ``FullyConnected``'s ``num_hidden`` and ``flatten``.
+
+    Returns
+    -------
+    mean, variance : (batch_size, units)
+    """
+    mean = F.FullyConnected(x, mean_weight, mean_bias, no_bias=mean_bias is None, **options)
+    variance = F.FullyConnected(F.square(x), var_weight, var_bias, no_bias=var_bias is None,
+                                **options)
+    return mean, variance

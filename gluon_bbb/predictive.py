@@ -30,6 +30,7 @@ from mxnet import gluon, nd
 
 from ._checks import check_int
 from ._math import softplus
+from .estimators import dense_moments
 from .fused import normal_sample, variational_sample
 from .posterior import assign_arrays
 
@@ -193,9 +194,7 @@ def _first_layer_moments(posterior, layer, x):
     mu_b, var_b = _posterior_moments(posterior, layer.bias) if layer.bias is not None else (None, None)
     options = {"num_hidden": layer.weight.shape[0],
                "flatten": layer._flatten}  # noqa: SLF001 -- Dense keeps its flag only here
-    mean = nd.FullyConnected(x, mu_w, **_bias_arguments(mu_b), **options)
-    variance = nd.FullyConnected(nd.square(x), var_w, **_bias_arguments(var_b), **options)
-    return mean, variance
+    return dense_moments(nd, x, mu_w, var_w, mu_b, var_b, **options)
 
 
 def _posterior_moments(posterior, param):
@@ -238,8 +237,3 @@ def _inherits_forward(block, base):
     """True if ``block`` runs ``base``'s hybrid_forward unchanged (a HybridBlock subclass)."""
     return type(block).hybrid_forward is base.hybrid_forward and \
         type(block).forward is gluon.HybridBlock.forward
-
-
-def _bias_arguments(bias):
-    """``nd.FullyConnected``'s keyword arguments for a bias array, or for none."""
-    return {"no_bias": True} if bias is None else {"bias": bias}
