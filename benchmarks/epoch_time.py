@@ -3,7 +3,8 @@
 
 All models are timed in ONE process on the same shuffled ``gluon_bbb.data.ArrayLoader``
 (60,000 images, batch 128, 469 batches) with the same network, a hybridized
-784-400-400-10 ReLU ``gluon.nn.HybridSequential``, and Adam (learning rate 1e-3):
+784-400-400-10 ReLU ``gluon.nn.HybridSequential`` (or, with ``--network lenet``,
+``gluon_bbb.models.lenet()``), and Adam (learning rate 1e-3):
 
 * ``deterministic``: ``gluon.Trainer`` + ``SoftmaxCrossEntropyLoss``; the epoch loop also
   accumulates the summed loss and the training mistakes on the device, as
@@ -12,6 +13,8 @@ All models are timed in ONE process on the same shuffled ``gluon_bbb.data.ArrayL
   ``GaussianPrior(1.0)``, on the fused C++ operator and on the pure-MXNet fallback path;
 * ``bbb-scale-mixture-fused`` / ``bbb-scale-mixture-mxnet``: the same with
   ``ScaleMixturePrior(0.5, 1.0, exp(-6))``;
+* ``--estimators local flipout`` adds the BBB models with those training estimators
+  (``-local``, ``-flipout``); ``--priors`` and ``--paths`` choose among the above;
 * with ``--tutorial``, ``tutorial-scale-mixture``: the un-hybridized, tutorial-style step of
   ``benchmarks/tutorial_style.py`` with the same scale-mixture prior.
 
@@ -23,6 +26,8 @@ machine hits all of them) and the best time is reported.
 Usage::
 
     GLUON_BBB_DATA=/work/shared/data python benchmarks/epoch_time.py --tutorial
+    GLUON_BBB_DATA=/work/shared/data python benchmarks/epoch_time.py --network lenet \\
+        --priors scale-mixture --paths fused --estimators weights local flipout --repeats 3
     python benchmarks/epoch_time.py --data-dir /work/shared/data --subset 6000 --json /tmp/t.json
 """
 import argparse
@@ -99,8 +104,14 @@ def machine_info():
 
 
 # ---------------------------------------------------------------- models
-def make_net():
-    """784-400-400-10 ReLU MLP, shapes known up front (no deferred initialisation)."""
+def make_net(network="mlp"):
+    """784-400-400-10 ReLU MLP, shapes known up front (no deferred initialisation), or
+    ``gluon_bbb.models.lenet()`` (``network='lenet'``), shapes known after one forward pass."""
+    if network == "lenet":
+        net = gluon_bbb.models.lenet()
+        net.initialize(mx.init.Xavier(), ctx=mx.cpu())
+        net(nd.zeros((1, 784)))
+        return net
     net = gluon.nn.HybridSequential()
     with net.name_scope():
         net.add(gluon.nn.Dense(400, activation="relu", in_units=784),
@@ -115,9 +126,9 @@ class Deterministic:
 
     name = "deterministic"
 
-    def __init__(self, loader):
+    def __init__(self, loader, network="mlp"):
         self.loader = loader
-        self.net = make_net()
+        self.net = make_net(network)
         self.net.hybridize()
         self.loss = gluon.loss.SoftmaxCrossEntropyLoss()
         self.loss.hybridize()
@@ -157,12 +168,13 @@ class Deterministic:
 class BBB:
     """gluon_bbb.BBBTrainer.fit for one epoch."""
 
-    def __init__(self, name, prior, loader, fused):
+    def __init__(self, name, prior, loader, fused, network="mlp", estimator="weights"):
         self.name = name
         self.loader = loader
         self.trainer = gluon_bbb.BBBTrainer(
-            make_net(), gluon_bbb.BBBLoss(prior), optimizer="adam",
-            optimizer_params={"learning_rate": LEARNING_RATE}, seed=0, fused=fused)
+            make_net(network), gluon_bbb.BBBLoss(prior), optimizer="adam",
+            optimizer_params={"learning_rate": LEARNING_RATE}, seed=0, fused=fused,
+            estimator=estimator)
 
     def warmup(self, num_batches):
         kl_weight = 1.0 / len(self.loader)
@@ -227,6 +239,15 @@ def parse_args(argv=None):
                         help="also time benchmarks/tutorial_style.py (scale-mixture prior)")
     parser.add_argument("--json", default=None, help="write the results to this JSON file")
     parser.add_argument("--no-fused", action="store_true", help="time only the pure-MXNet path")
+    parser.add_argument("--network", choices=("mlp", "lenet"), default="mlp",
+                        help="the network of every model: the 2x400 MLP or the LeNet-5")
+    parser.add_argument("--priors", nargs="+", choices=("gaussian", "scale-mixture"),
+                        default=["gaussian", "scale-mixture"])
+    parser.add_argument("--paths", nargs="+", choices=("fused", "mxnet"), default=["fused", "mxnet"],
+                        help="the fused operator and/or the pure-MXNet path")
+    parser.add_argument("--estimators", nargs="+", choices=gluon_bbb.estimators.ESTIMATORS,
+                        default=["weights"], help="training estimators of the BBB models "
+                        "(names get a -local or -flipout suffix)")
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")
@@ -243,15 +264,19 @@ def main(argv=None):
                          subset=args.subset)["train"]
     print(f"MNIST train: {loader.num_examples} images, batch {BATCH_SIZE}, {len(loader)} batches/epoch",
           flush=True)
+    print(f"network: {args.network}", flush=True)
     models = [
-        Deterministic(loader),
+        Deterministic(loader, args.network),
     ]
-    priors = {"gaussian": gluon_bbb.GaussianPrior(1.0),
-              "scale-mixture": gluon_bbb.ScaleMixturePrior(0.5, 1.0, math.exp(-6.0))}
-    paths = {"fused": True, "mxnet": False} if not args.no_fused else {"mxnet": False}
-    for path, fused in paths.items():
-        for prior_name, prior in priors.items():
-            models.append(BBB(f"bbb-{prior_name}-{path}", prior, loader, fused))
+    priors = {"gaussian": lambda: gluon_bbb.GaussianPrior(1.0),
+              "scale-mixture": lambda: gluon_bbb.ScaleMixturePrior(0.5, 1.0, math.exp(-6.0))}
+    paths = [path for path in args.paths if not (args.no_fused and path == "fused")]
+    for path in paths:
+        for prior_name in args.priors:
+            for estimator in args.estimators:
+                suffix = "" if estimator == "weights" else f"-{estimator}"
+                models.append(BBB(f"bbb-{prior_name}-{path}{suffix}", priors[prior_name](), loader,
+                                  path == "fused", args.network, estimator))
     if args.tutorial:
         models.append(Tutorial(loader, args.warmup))
     for model in models:
@@ -283,6 +308,7 @@ def main(argv=None):
             "num_examples": loader.num_examples,
             "batch_size": BATCH_SIZE,
             "num_batches": len(loader),
+            "network": args.network,
             "warmup_batches": args.warmup,
             "repeats": args.repeats,
             "seconds": results,
