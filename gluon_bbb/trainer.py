@@ -190,7 +190,9 @@ class BBBTrainer:
         self.fused, self.fused_reason = fused_path(self.ctx, self.posterior.dtype,
                                                    self.variational_params, self.fused_request,
                                                    learnable_prior=prior.learnable)
-        trained = self.variational_params + self.prior_params
+        # A dict: gluon.Trainer orders its parameters by sorted name, the order in which
+        # checkpoints store the optimizer state (posterior_* first, then a learned prior_*).
+        trained = {p.name: p for p in self.variational_params + self.prior_params}
         optimizer = self.optimizer
         if self.fused and isinstance(optimizer, str) and optimizer.lower() == "adam":
             optimizer = FusedAdam(**self.optimizer_params)  # same rule, one pass over all tensors
@@ -203,7 +205,7 @@ class BBBTrainer:
         generator = "numpy" if self.ctx.device_type == "cpu" else "mxnet"
         self.noise = GaussianNoise(self.posterior.shapes, self.ctx, dtype=self.posterior.dtype,
                                    seed=self.seed, generator=generator)
-        self.finite_guard = FiniteGuard(trained, self.fused, self.ctx)
+        self.finite_guard = FiniteGuard(trained.values(), self.fused, self.ctx)
         self.set_mean()
 
     def _sample(self):

@@ -253,3 +253,15 @@ def test_thompson_settings_are_checked_recorded_and_change_the_run(tiny_file, tm
     assert code == 0 and record(out, "thompson")["actions"] == after["actions"]  # skipped: the same
     assert main(["bandit", "--steps", "3", "--mushroom", str(tiny_file), "--output-dir",
                  str(tmp_path / "x"), "--prior-pi", "1.5"]) == 2
+
+
+@pytest.mark.parametrize("agent", ["thompson", "greedy-0"])
+def test_the_committed_50k_checkpoints_load_with_their_optimizer_state(agent):
+    """docs/bandit's checkpoints were written by earlier versions; a later version must resume
+    them (optimizer state included), not play the agent again from the start."""
+    import os
+    path = os.path.join(os.path.dirname(__file__), "..", "docs", "bandit", f"agent-{agent}.bbb")
+    extra = read_metadata(path)["extra"]
+    restored = bandit_run.make_agent(extra["settings"], 117)  # the mushrooms' one-hot features
+    loaded = restored.load(path)
+    assert len(loaded["actions"]) == len(extra["actions"]) >= 1000

@@ -194,3 +194,20 @@ def test_a_learnable_checkpoint_needs_a_learnable_loss(tmp_path):
     fixed.save(path)
     with pytest.raises(CheckpointError, match="learnable prior must be the same kind"):
         _trainer(GaussianPrior(0.5, learnable=True)).load(path)
+
+
+@pytest.mark.parametrize("learnable", [False, True])
+def test_optimizer_state_keeps_the_sorted_name_order_of_earlier_checkpoints(learnable):
+    """Checkpoints index the optimizer state by the gluon.Trainer's parameter order, which has
+    always been sorted by name (gluon.Trainer sorts a dict): files written before learned priors
+    existed must still resume. A learned prior's parameters come after the posterior's."""
+    from gluon_bbb import optimizer_state
+    trainer = _trainer(GaussianPrior(0.5, learnable=learnable))
+    trainer.fit(_data(trainer), 1, progress=False)
+    _, arrays = optimizer_state.capture(trainer.trainer)
+    params = {p.name: p for p in trainer.variational_params + trainer.prior_params}
+    names = sorted(params)
+    if learnable:
+        assert names[-1] == "prior_log_sigma"
+    for index, name in enumerate(names):
+        assert arrays[f"{index}/0"].shape == params[name].shape, (index, name)
