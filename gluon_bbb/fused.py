@@ -204,12 +204,11 @@ def _build(compiler, include_dir, lib_api_source, path):
 
 
 def prior_attributes(prior):
-    """The operator's attributes for a prior (floats written with full precision)."""
-    if isinstance(prior, ScaleMixturePrior):
-        return {"prior": "mixture", "pi": repr(prior.pi), "sigma1": repr(prior.sigma1),
-                "sigma2": repr(prior.sigma2)}
-    if isinstance(prior, GaussianPrior):
-        return {"prior": "gaussian", "sigma": repr(prior.sigma)}
+    """The operator's attributes for a prior (floats written with full precision; a learned
+    prior's current values, read once)."""
+    if isinstance(prior, (ScaleMixturePrior, GaussianPrior)):
+        kind = "mixture" if isinstance(prior, ScaleMixturePrior) else "gaussian"
+        return {"prior": kind, **{name: repr(value) for name, value in prior.values().items()}}
     raise TypeError(f"the fused operator supports GaussianPrior and ScaleMixturePrior, got {prior!r}")
 
 
