@@ -255,6 +255,25 @@ def test_thompson_settings_are_checked_recorded_and_change_the_run(tiny_file, tm
                  str(tmp_path / "x"), "--prior-pi", "1.5"]) == 2
 
 
+def test_the_buffer_size_is_checked_recorded_and_given_to_every_agent(tiny_file, tmp_path):
+    with pytest.raises(ValueError, match="buffer_size"):
+        bandit_run.agent_settings("greedy-0", STEPS, buffer_size=0)
+    for name in ("thompson", "greedy-1"):
+        settings = bandit_run.agent_settings(name, STEPS, buffer_size=3)
+        agent = bandit_run.make_agent(settings, num_features=5)
+        assert settings["buffer_size"] == 3 and agent.buffer.capacity == 3
+    assert bandit_run.make_agent(bandit_run.agent_settings("thompson", STEPS, buffer_size=3),
+                                 num_features=5).kl_weight == 64 / 3
+    out = tmp_path / "out"
+    play(tiny_file, out, agents=["greedy-0"])
+    assert main(["bandit", "--steps", str(STEPS), "--num-minibatches", "1", "--mushroom", str(tiny_file),
+                 "--output-dir", str(out), "--agents", "greedy-0", "--no-progress",
+                 "--buffer-size", "2"]) == 0
+    assert record(out, "greedy-0")["settings"]["buffer_size"] == 2  # other settings: played again
+    assert main(["bandit", "--steps", "3", "--mushroom", str(tiny_file), "--output-dir",
+                 str(tmp_path / "x"), "--buffer-size", "0"]) == 2
+
+
 @pytest.mark.parametrize("agent", ["thompson", "greedy-0"])
 def test_the_committed_50k_checkpoints_load_with_their_optimizer_state(agent):
     """docs/bandit's checkpoints were written by earlier versions; a later version must resume

@@ -38,6 +38,9 @@ def add_parsers(commands):
                       help="seeds the episode and every agent")
     play.add_argument("--num-minibatches", type=number(int, 1, True), default=64,
                       help="training minibatches of 64 after each interaction")
+    play.add_argument("--buffer-size", type=number(int, 1, True),
+                      default=bandit_run.PAPER_SETTINGS["buffer_size"],
+                      help="the most recent interactions kept to train on")
     paper = bandit_run.THOMPSON_SETTINGS
     finite = number(float, -math.inf, False)
     thompson = play.add_argument_group(
@@ -72,6 +75,7 @@ def bandit_command(args):
         summary = bandit_run.run_agents(
             args.mushroom or mushroom.default_mushroom_path(), args.steps, args.output_dir,
             agents=args.agents, seed=args.seed, num_minibatches=args.num_minibatches,
+            buffer_size=args.buffer_size,
             ctx=args.ctx, progress=not args.no_progress, command=args.command_line,
             thompson=thompson_overrides(args))
     print(bandit_run.summary_table(summary["agents"]), end="")

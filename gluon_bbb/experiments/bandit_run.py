@@ -107,7 +107,8 @@ def _check_agent(name):
         raise ValueError(f"unknown agent {name!r}; choose among {', '.join(AGENTS)}")
 
 
-def agent_settings(name, steps, seed=0, num_minibatches=64, data_sha256=None, thompson=None):
+def agent_settings(name, steps, seed=0, num_minibatches=64, data_sha256=None, thompson=None,
+                   buffer_size=PAPER_SETTINGS["buffer_size"]):
     """Everything that determines an agent's run; equal settings mean an identical run.
 
     Parameters
@@ -121,6 +122,7 @@ def agent_settings(name, steps, seed=0, num_minibatches=64, data_sha256=None, th
     thompson : dict, optional
         For the Thompson agent: values replacing those of :data:`THOMPSON_SETTINGS` (any of
         its keys; a 'prior' replaces the whole prior).
+    buffer_size : int, the most recent interactions kept for training (the paper: 4096)
 
     Returns
     -------
@@ -128,13 +130,15 @@ def agent_settings(name, steps, seed=0, num_minibatches=64, data_sha256=None, th
     """
     _check_agent(name)
     for what, value, low in (("steps", steps, 1), ("seed", seed, 0),
-                             ("num_minibatches", num_minibatches, 1)):
+                             ("num_minibatches", num_minibatches, 1),
+                             ("buffer_size", buffer_size, 1)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
             raise ValueError(f"{what} must be an integer >= {low}, got {value!r}")
     label, epsilon = AGENTS[name]
     settings = dict(PAPER_SETTINGS, hidden=list(PAPER_SETTINGS["hidden"]), agent=name,
                     label=label, epsilon=epsilon, steps=int(steps), seed=int(seed),
-                    num_minibatches=int(num_minibatches), mushroom_sha256=data_sha256)
+                    num_minibatches=int(num_minibatches), buffer_size=int(buffer_size),
+                    mushroom_sha256=data_sha256)
     if epsilon is None:
         settings.update(thompson_settings(thompson))
     return settings
@@ -330,7 +334,8 @@ def _play(settings, env, output_dir, ctx, progress):
 
 
 def run_agents(mushroom_path, steps, output_dir, agents=tuple(AGENTS), seed=0, num_minibatches=64,
-               ctx=None, progress=False, command=None, thompson=None):
+               ctx=None, progress=False, command=None, thompson=None,
+               buffer_size=PAPER_SETTINGS["buffer_size"]):
     """Play each agent for ``steps`` steps (skipping those already stored) and summarise.
 
     Parameters
@@ -346,6 +351,7 @@ def run_agents(mushroom_path, steps, output_dir, agents=tuple(AGENTS), seed=0, n
     command : str, optional, recorded in ``bandit.json``
     thompson : dict, optional
         Settings of the Thompson agent replacing the paper's (:func:`thompson_settings`).
+    buffer_size : int, the most recent interactions every agent trains on (the paper: 4096)
 
     Returns
     -------
@@ -362,7 +368,7 @@ def run_agents(mushroom_path, steps, output_dir, agents=tuple(AGENTS), seed=0, n
     with open(mushroom_path, "rb") as handle:
         sha256 = hashlib.sha256(handle.read()).hexdigest()
     env = bandit.MushroomBandit(data.contexts, data.edible)
-    all_settings = [agent_settings(name, steps, seed, num_minibatches, sha256, thompson)
+    all_settings = [agent_settings(name, steps, seed, num_minibatches, sha256, thompson, buffer_size)
                     for name in agents]
     with RunFolderLock(output_dir):  # one writer per folder
         return _run_agents_locked(all_settings, env, data, mushroom_path, steps, output_dir, ctx,
@@ -465,4 +471,7 @@ def _write_summary(output_dir, summary, records, env):
     histories = {record["label"]: bandit.replay_history(env, record["actions"],
                                                         record["settings"]["seed"])
                  for record in records}
-    plots.save_png(bandit.plot_cumulative_regret(histories), os.path.join(output_dir, FIGURE))
+    figure = bandit.plot_cumulative_regret(histories)
+    figure.axes[0].set_title(f"Mushroom bandit (seed {settings['seed']}): cumulative expected "
+                             f"regret, lower is better")
+    plots.save_png(figure, os.path.join(output_dir, FIGURE))
