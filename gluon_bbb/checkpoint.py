@@ -60,7 +60,7 @@ MAX_JSON_BYTES = 64 * 2**20
 #: Largest payload read when the caller does not say which arrays it expects, in bytes.
 MAX_PAYLOAD_BYTES = 8 * 2**30
 #: dtypes a payload may hold.
-DTYPES = ("float16", "float32", "float64", "uint8", "int8", "int32", "int64")
+DTYPES = ("float16", "float32", "float64", "uint8", "uint16", "int8", "int32", "int64")
 #: Bytes an NDArray file (format 1) may spend on headers and names beyond the values.
 NDFILE_OVERHEAD = 64 * 2**10
 

@@ -9,7 +9,8 @@ from mxnet import nd
 from . import ndfile
 from .checkpoint import MAX_PAYLOAD_BYTES, NDFILE_OVERHEAD, CheckpointError, atomic_write_bytes
 
-__all__ = ["save_parameter_file", "load_parameter_file", "structural_parameters"]
+__all__ = ["save_parameter_file", "load_parameter_file", "set_parameter_arrays",
+           "structural_parameters"]
 
 
 def structural_parameters(net):
@@ -66,15 +67,36 @@ def load_parameter_file(net, path, ctx=None):
     if not isinstance(arrays, dict) or any(a.dtype.kind != "f" for a in arrays.values()):
         raise CheckpointError(f"{path} is not a Gluon parameter file (it does not hold named "
                               "float arrays)")
+    set_parameter_arrays(net, arrays, path, ctx)
+
+
+def set_parameter_arrays(net, arrays, source, ctx=None):
+    """Put named arrays into ``net``'s parameters, after checking they fit.
+
+    Parameters
+    ----------
+    net : gluon.Block, initialised or not
+    arrays : dict of str -> numpy.ndarray, keyed by the structural names
+        (:func:`structural_parameters`); exactly the network's parameters
+    source : str, named in errors (the file the arrays came from)
+    ctx : mx.Context, optional
+        Where uninitialised parameters are created; default the CPU.
+
+    Raises
+    ------
+    CheckpointError
+        Missing or unexpected names, or a shape the network does not have.
+    """
+    params = structural_parameters(net)
     missing, extra = sorted(set(params) - set(arrays)), sorted(set(arrays) - set(params))
     if missing or extra:
-        raise CheckpointError(f"{path} does not fit the network: it lacks {missing[:5]} and has "
+        raise CheckpointError(f"{source} does not fit the network: it lacks {missing[:5]} and has "
                               f"unexpected {extra[:5]}")
     for name, param in params.items():
         known = param.shape or ()
         stored = arrays[name].shape
         if len(known) != len(stored) or any(k not in (0, s) for k, s in zip(known, stored)):
-            raise CheckpointError(f"{path} does not fit the network: {name} has shape {stored}, "
+            raise CheckpointError(f"{source} does not fit the network: {name} has shape {stored}, "
                                   f"the network {tuple(known)}")
     ctx = ctx or mx.cpu()
     for name, param in params.items():

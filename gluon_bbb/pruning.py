@@ -25,15 +25,19 @@ The trainer is not changed
     ``predict_proba`` of :class:`PrunedNetwork` do this themselves).
 """
 import numbers
+import os
+import zipfile
 
 import numpy as np
 from mxnet import gluon, nd
 
 from ._checks import check_int
 from .baselines import evaluate_deterministic
-from .paramfile import load_parameter_file, save_parameter_file
+from .paramfile import (load_parameter_file, save_parameter_file, set_parameter_arrays,
+                        structural_parameters)
 from .context import resolve_context
 from .posterior import assign_arrays, trainable_parameters
+from .sparse_weights import read_sparse, sparse_nbytes, write_sparse
 
 __all__ = [
     "METHODS",
@@ -230,13 +234,47 @@ class PrunedNetwork:
         ctx = self.arrays[0].context
         return nd.softmax(self.apply()(data.as_in_context(ctx)), axis=-1)
 
-    def save(self, path):
-        """Write a plain Gluon parameter file (``net.save_parameters``).
+    def save(self, path, sparse=False):
+        """Write the pruned network.
 
-        It loads without gluon_bbb, by ``net.load_parameters(path)`` into a network of the
-        same architecture; :func:`load_pruned` also recounts the nonzero weights.
+        Parameters
+        ----------
+        path : str
+        sparse : bool
+            False: a plain Gluon parameter file (``net.save_parameters``), which loads without
+            gluon_bbb by ``net.load_parameters(path)`` into a network of the same architecture.
+            True: the pruned tensors in CSR form (:mod:`gluon_bbb.sparse_weights`), the others
+            dense; its array data is :attr:`sparse_nbytes` bytes.
+
+        :func:`load_pruned` reads either, and recounts the nonzero weights. The write is atomic.
         """
-        save_parameter_file(self.apply(), path)  # atomic
+        if sparse:
+            arrays, pruned = self._named_arrays()
+            write_sparse(path, arrays, pruned)
+        else:
+            save_parameter_file(self.apply(), path)
+
+    @property
+    def sparse_nbytes(self):
+        """Bytes of array data in the sparse file :meth:`save` writes (``sparse=True``): values,
+        column indices and row pointers of the pruned tensors, the other tensors dense."""
+        return sparse_nbytes(*self._named_arrays())
+
+    @property
+    def dense_nbytes(self):
+        """Bytes of array data of the same network stored dense (a Gluon parameter file)."""
+        return int(sum(array.nbytes for array in self._named_arrays()[0].values()))
+
+    def _named_arrays(self):
+        """(structural name -> NumPy array, names of the pruned tensors)."""
+        covered = {id(param) for (_, param), c in zip(trainable_parameters(self.apply()), self.covered)
+                   if c}
+        arrays, pruned = {}, set()
+        for name, param in structural_parameters(self.net).items():
+            arrays[name] = param.data().asnumpy()
+            if id(param) in covered:
+                pruned.add(name)
+        return arrays, pruned
 
     def __repr__(self):
         """What was asked (method, fraction; unknown for a network read from a file) and what
@@ -288,7 +326,7 @@ def prune(trainer, fraction, method="snr", include_bias=False):
 
 
 def load_pruned(path, net, ctx=None, include_bias=False):
-    """Read a network written by :meth:`PrunedNetwork.save`.
+    """Read a network written by :meth:`PrunedNetwork.save`, dense or sparse.
 
     Parameters
     ----------
@@ -311,7 +349,11 @@ def load_pruned(path, net, ctx=None, include_bias=False):
     """
     if not isinstance(net, gluon.Block):
         raise TypeError(f"net must be a gluon Block, got {type(net).__name__}")
-    load_parameter_file(net, path, ctx=resolve_context(ctx))  # checked, named errors
+    ctx = resolve_context(ctx)
+    if os.path.isfile(path) and zipfile.is_zipfile(path):  # PrunedNetwork.save(sparse=True)
+        set_parameter_arrays(net, read_sparse(path), path, ctx)  # checked, named errors
+    else:
+        load_parameter_file(net, path, ctx=ctx)  # checked, named errors
     arrays = [param.data() for _, param in trainable_parameters(net)]
     return PrunedNetwork(net, arrays, [include_bias or a.ndim >= 2 for a in arrays])
 
@@ -320,17 +362,24 @@ def load_pruned(path, net, ctx=None, include_bias=False):
 class PruningTable(list):
     """Rows of :func:`pruning_table`: a list of dicts, with a Markdown rendering.
 
-    Each row has 'fraction', 'method', 'test_error', 'num_nonzero' and 'num_weights'.
+    Each row has 'fraction', 'method', 'test_error', 'num_nonzero', 'num_weights',
+    'sparse_bytes' and 'dense_bytes' (:attr:`PrunedNetwork.sparse_nbytes` and
+    :attr:`PrunedNetwork.dense_nbytes`; tables written before these existed lack them).
     """
 
     def to_markdown(self):
         """Markdown text of the table, as in the paper's Table 2: one line per row with the
-        proportion removed, the method, the weights left (nonzero) and the test error."""
-        lines = ["| Proportion removed | Method | # Weights | Test error |",
-                 "|---:|:---|---:|---:|"]
+        proportion removed, the method, the weights left (nonzero), the test error and, where
+        the rows have it, the size of the network stored sparsely."""
+        sized = all("sparse_bytes" in row for row in self)
+        lines = ["| Proportion removed | Method | # Weights | Test error |"
+                 + (" Stored sparsely |" if sized else ""),
+                 "|---:|:---|---:|---:|" + ("---:|" if sized else "")]
         for row in self:
+            size = (f" {row['sparse_bytes'] / 2**10:,.0f} KiB "
+                    f"({100 * row['sparse_bytes'] / row['dense_bytes']:.0f}%) |" if sized else "")
             lines.append(f"| {100 * row['fraction']:g}% | {row['method']} | "
-                         f"{row['num_nonzero']:,} | {100 * row['test_error']:.2f}% |")
+                         f"{row['num_nonzero']:,} | {100 * row['test_error']:.2f}% |{size}")
         return "\n".join(lines)
 
 
@@ -369,6 +418,8 @@ def pruning_table(trainer, test_data, fractions=DEFAULT_FRACTIONS, methods=METHO
                     "test_error": pruned.evaluate(test_data),
                     "num_nonzero": pruned.num_nonzero,
                     "num_weights": pruned.num_weights,
+                    "sparse_bytes": pruned.sparse_nbytes,
+                    "dense_bytes": pruned.dense_nbytes,
                 })
     finally:
         trainer.set_mean()
