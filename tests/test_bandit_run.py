@@ -274,6 +274,30 @@ def test_the_buffer_size_is_checked_recorded_and_given_to_every_agent(tiny_file,
                  str(tmp_path / "x"), "--buffer-size", "0"]) == 2
 
 
+def test_kl_scale_tempers_the_complexity_weight_and_old_records_still_match(tiny_file, tmp_path):
+    for bad in (0, -1.0, float("inf"), "x", True):
+        with pytest.raises(ValueError, match="kl_scale"):
+            bandit_run.thompson_settings({"kl_scale": bad})
+    settings = bandit_run.agent_settings("thompson", STEPS, thompson={"kl_scale": 0.25})
+    agent = bandit_run.make_agent(settings, num_features=5)
+    assert agent.kl_scale == 0.25 and agent.kl_weight == 0.25 * 64 / 4096
+    out = tmp_path / "out"
+    play(tiny_file, out, agents=["thompson"])
+    # a record written before kl_scale existed ran with kl_scale 1: it is the same run
+    path = out / "agent-thompson.json"
+    stored = json.loads(path.read_text())
+    del stored["settings"]["kl_scale"]
+    path.write_text(json.dumps(stored))
+    summary = play(tiny_file, out, agents=["thompson"])
+    assert summary["agents"][0]["skipped"] and summary["thompson"]["kl_scale"] == 1.0
+    assert main(["bandit", "--steps", str(STEPS), "--num-minibatches", "1", "--mushroom", str(tiny_file),
+                 "--output-dir", str(out), "--agents", "thompson", "--no-progress",
+                 "--kl-scale", "0.5"]) == 0
+    assert record(out, "thompson")["settings"]["kl_scale"] == 0.5  # another run: played again
+    assert main(["bandit", "--steps", "3", "--mushroom", str(tiny_file), "--output-dir",
+                 str(tmp_path / "x"), "--kl-scale", "0"]) == 2
+
+
 @pytest.mark.parametrize("agent", ["thompson", "greedy-0"])
 def test_the_committed_50k_checkpoints_load_with_their_optimizer_state(agent):
     """docs/bandit's checkpoints were written by earlier versions; a later version must resume

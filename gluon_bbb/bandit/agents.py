@@ -202,6 +202,9 @@ class ThompsonAgent(_NetworkAgent):
         Initial rho of the posterior (sigma = softplus(rho)).
     kl_data : {'buffer', 'seen'}
         What the complexity weight counts as the data set (see Notes).
+    kl_scale : float, > 0
+        Multiplies the complexity weight (1: the paper's cost; below 1 a tempered posterior,
+        as ``kl_scale`` in :mod:`gluon_bbb.experiments.configs`).
     seed : int
         Seeds the buffer sampling and the trainer's weight noise.
     ctx : mx.Context or str, optional
@@ -229,14 +232,17 @@ class ThompsonAgent(_NetworkAgent):
 
     def __init__(self, num_features, hidden_sizes=(100, 100), prior=None, noise_sigma=1.0,
                  num_action_samples=2, num_train_samples=2, buffer_size=4096, num_minibatches=64,
-                 batch_size=64, learning_rate=1e-3, rho_init=-5.0, kl_data="buffer", seed=0,
-                 ctx=None):
+                 batch_size=64, learning_rate=1e-3, rho_init=-5.0, kl_data="buffer", kl_scale=1.0,
+                 seed=0, ctx=None):
         super().__init__(num_features, hidden_sizes, buffer_size, num_minibatches, batch_size,
                          noise_sigma, learning_rate, seed, ctx)
         check_int("num_action_samples", num_action_samples)
         if kl_data not in self.KL_DATA:
             raise ValueError(f"kl_data must be one of {self.KL_DATA}, got {kl_data!r}")
         self.kl_data = kl_data
+        if not 0 < float(kl_scale) < math.inf:
+            raise ValueError(f"kl_scale must be a positive finite number, got {kl_scale!r}")
+        self.kl_scale = float(kl_scale)
         prior = ScaleMixturePrior(0.5, 1.0, math.exp(-6)) if prior is None else prior
         if not isinstance(prior, Prior):
             raise ValueError(f"prior must be a GaussianPrior or ScaleMixturePrior, got {prior!r}")
@@ -252,11 +258,12 @@ class ThompsonAgent(_NetworkAgent):
 
     @property
     def kl_weight(self):
-        """pi, the complexity weight of each training minibatch now (see Notes)."""
+        """pi, the complexity weight of each training minibatch now (see Notes), times
+        ``kl_scale``."""
         data_size = self.buffer.capacity
         if self.kl_data == "seen":
             data_size = max(data_size, self.buffer.num_added)
-        return self.batch_size / data_size
+        return self.kl_scale * self.batch_size / data_size
 
     def _train_step(self, inputs, rewards):
         self.trainer.step(inputs, rewards, self.kl_weight)

@@ -57,6 +57,8 @@ def add_parsers(commands):
                           default=paper["kl_data"],
                           help="the complexity weight's data set: the buffer (pi = 64/4096), or every "
                                "interaction seen so far (pi = 64/max(4096, N))")
+    thompson.add_argument("--kl-scale", type=number(float, 0, False), default=paper["kl_scale"],
+                          help="multiplies the complexity weight (below 1: a tempered posterior)")
     thompson.add_argument("--prior-pi", type=number(float, 0, False), default=paper["prior"]["pi"],
                           help="weight of the wide component, in (0, 1)")
     thompson.add_argument("--prior-log-sigma1", type=finite,
@@ -86,5 +88,6 @@ def thompson_overrides(args):
     """The Thompson agent's settings given on the command line (all of them)."""
     return {"num_action_samples": args.action_samples, "num_train_samples": args.train_samples,
             "rho_init": args.rho_init, "kl_data": args.kl_data,
+            "kl_scale": args.kl_scale,
             "prior": {"pi": args.prior_pi, "log_sigma1": args.prior_log_sigma1,
                       "log_sigma2": args.prior_log_sigma2}}

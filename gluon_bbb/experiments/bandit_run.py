@@ -88,7 +88,11 @@ THOMPSON_SETTINGS = {
     "num_train_samples": 2,
     "rho_init": -5.0,
     "kl_data": "buffer",
+    "kl_scale": 1.0,
 }
+#: Thompson settings added after runs were stored, with the value those runs had: a stored
+#: record or checkpoint that lacks one ran with it.
+LATER_THOMPSON_DEFAULTS = {"kl_scale": 1.0}
 #: Steps at which ``bandit.md`` gives every agent's cumulative expected regret (the paper's
 #: horizon is 50,000), with the last step of the run.
 MILESTONES = (1_000, 5_000, 10_000, 25_000, 50_000)
@@ -170,6 +174,10 @@ def thompson_settings(overrides=None):
     if not (isinstance(settings["rho_init"], (int, float)) and math.isfinite(settings["rho_init"])):
         raise ValueError(f"rho_init must be a finite number, got {settings['rho_init']!r}")
     settings["rho_init"] = float(settings["rho_init"])
+    scale = settings["kl_scale"]
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale < math.inf:
+        raise ValueError(f"kl_scale must be a positive finite number, got {scale!r}")
+    settings["kl_scale"] = float(scale)
     if settings["kl_data"] not in bandit.ThompsonAgent.KL_DATA:
         raise ValueError(f"kl_data must be one of {bandit.ThompsonAgent.KL_DATA}, "
                          f"got {settings['kl_data']!r}")
@@ -187,6 +195,7 @@ def make_agent(settings, num_features, ctx=None):
                   buffer_size=settings["buffer_size"], num_minibatches=settings["num_minibatches"],
                   batch_size=settings["batch_size"], learning_rate=settings["learning_rate"],
                   seed=settings["seed"], ctx=ctx)
+    settings = _with_later_defaults(settings)  # stored by an earlier version, maybe
     mx.random.seed(settings["seed"])  # the network's initialisation
     if settings["epsilon"] is not None:
         return bandit.EpsilonGreedyAgent(num_features, epsilon=settings["epsilon"], **common)
@@ -196,7 +205,7 @@ def make_agent(settings, num_features, ctx=None):
                                               math.exp(-prior["log_sigma2"])),
         num_action_samples=settings["num_action_samples"],
         num_train_samples=settings["num_train_samples"], rho_init=settings["rho_init"],
-        kl_data=settings["kl_data"], **common)
+        kl_data=settings["kl_data"], kl_scale=settings["kl_scale"], **common)
 
 
 def _agent_path(output_dir, name):
@@ -214,7 +223,9 @@ def read_agent_record(output_dir, name):
     if not os.path.isfile(path):
         return None
     try:
-        return _checked_record(read_json(path, "an agent's record"), path)
+        record = _checked_record(read_json(path, "an agent's record"), path)
+        record["settings"] = _with_later_defaults(record["settings"])
+        return record
     except CheckpointError as error:
         logger.warning("%s; the agent is played again", error)
         return None
@@ -279,8 +290,16 @@ def _checkpoint_path(output_dir, name):
     return os.path.join(output_dir, f"agent-{name}{CHECKPOINT_SUFFIX}")
 
 
+def _with_later_defaults(settings):
+    """Stored settings of a Thompson agent completed with :data:`LATER_THOMPSON_DEFAULTS`."""
+    if isinstance(settings, dict) and "epsilon" in settings and settings["epsilon"] is None:
+        return dict(LATER_THOMPSON_DEFAULTS, **settings)
+    return settings
+
+
 def _same_run(stored, settings):
     """Whether stored settings describe the same run as ``settings``, up to its length."""
+    stored = _with_later_defaults(stored)
     return isinstance(stored, dict) and {k: v for k, v in stored.items() if k != "steps"} == \
         {k: v for k, v in settings.items() if k != "steps"}
 
