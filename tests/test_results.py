@@ -16,7 +16,8 @@ RESULTS = pathlib.Path(__file__).resolve().parent.parent / "results"
 HEADLINE_RUNS = ["bbb-mixture-400-ls8-kl0.3-s2", "bbb-mixture-400-ls8", "bbb-mixture-400-s2",
                  "bbb-mixture-400-lrdecay", "bbb-gaussian-400-lrdecay", "bbb-mixture-400",
                  "bbb-gaussian-400", "fashion-bbb-mixture-400-kl0.1", "bbb-mixture-lenet",
-                 "fashion-bbb-mixture-lenet", "bbb-mixture-lenet-kl0.1"]
+                 "fashion-bbb-mixture-lenet", "bbb-mixture-lenet-kl0.1",
+                 "searched-mixture-400-seed1"]
 
 
 def _data_or_skip(dataset="mnist"):
