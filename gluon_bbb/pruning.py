@@ -235,7 +235,8 @@ class PrunedNetwork:
         return nd.softmax(self.apply()(data.as_in_context(ctx)), axis=-1)
 
     def save(self, path, sparse=False):
-        """Write the pruned network.
+        """Write the pruned network, atomically; :func:`load_pruned` reads either kind of file
+        and recounts the nonzero weights.
 
         Parameters
         ----------
@@ -245,8 +246,6 @@ class PrunedNetwork:
             gluon_bbb by ``net.load_parameters(path)`` into a network of the same architecture.
             True: the pruned tensors in CSR form (:mod:`gluon_bbb.sparse_weights`), the others
             dense; its array data is :attr:`sparse_nbytes` bytes.
-
-        :func:`load_pruned` reads either, and recounts the nonzero weights. The write is atomic.
         """
         if sparse:
             arrays, pruned = self._named_arrays()

@@ -2,7 +2,8 @@
 """What a Thompson agent's posterior believes about every mushroom (issue 17).
 
 Reads the Thompson agent of a ``gluon-bbb bandit`` output folder (its settings from
-``agent-thompson.json``, its network from the checkpoint ``agent-thompson.bbb``) and, for all
+``agent-thompson.json``, or from the checkpoint of an agent still playing, its network from the
+checkpoint ``agent-thompson.bbb``) and, for all
 8,124 mushrooms, draws ``--samples`` networks from the posterior: the share of draws that
 prefer eating (Thompson sampling with one draw eats with that probability), and the decision
 of the posterior-mean network. It prints, for poisonous and edible mushrooms, how often they
@@ -22,7 +23,7 @@ from mxnet import nd
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from gluon_bbb.bandit.environment import EAT, PASS, action_inputs  # noqa: E402
-from gluon_bbb.checkpoint import read_json  # noqa: E402
+from gluon_bbb.checkpoint import read_json, read_metadata  # noqa: E402
 from gluon_bbb.experiments import bandit_run  # noqa: E402
 from gluon_bbb.mushroom import load_mushroom  # noqa: E402
 from gluon_bbb.uncertainty import sample_network_outputs  # noqa: E402
@@ -33,7 +34,11 @@ def main(argv=None):
     parser.add_argument("folder")
     parser.add_argument("--samples", type=int, default=100)
     args = parser.parse_args(argv)
-    record = read_json(os.path.join(args.folder, "agent-thompson.json"), "a bandit agent's record")
+    record_path = os.path.join(args.folder, "agent-thompson.json")
+    if os.path.isfile(record_path):  # a finished agent
+        record = read_json(record_path, "a bandit agent's record")
+    else:  # an agent still playing: its last checkpoint holds the settings
+        record = read_metadata(os.path.join(args.folder, "agent-thompson.bbb")).get("extra")
     stored = record.get("settings") if isinstance(record, dict) else None
     if not isinstance(stored, dict):
         sys.exit(f"{args.folder}/agent-thompson.json holds no agent settings")
