@@ -32,6 +32,13 @@ def record(out, name):
     return json.loads((out / f"agent-{name}.json").read_text())
 
 
+def command(tiny_file, out, agent, *options, steps=STEPS):
+    """``gluon-bbb bandit`` of one agent on the tiny file, one minibatch per step; its status."""
+    return main(["bandit", "--steps", str(steps), "--num-minibatches", "1", "--mushroom",
+                 str(tiny_file), "--output-dir", str(out), "--agents", agent, "--no-progress",
+                 *options])
+
+
 class Interrupted(Exception):
     """Stands for a kill or Ctrl-C in the middle of an agent."""
 
@@ -266,12 +273,9 @@ def test_the_buffer_size_is_checked_recorded_and_given_to_every_agent(tiny_file,
                                  num_features=5).kl_weight == 64 / 3
     out = tmp_path / "out"
     play(tiny_file, out, agents=["greedy-0"])
-    assert main(["bandit", "--steps", str(STEPS), "--num-minibatches", "1", "--mushroom", str(tiny_file),
-                 "--output-dir", str(out), "--agents", "greedy-0", "--no-progress",
-                 "--buffer-size", "2"]) == 0
+    assert command(tiny_file, out, "greedy-0", "--buffer-size", "2") == 0
     assert record(out, "greedy-0")["settings"]["buffer_size"] == 2  # other settings: played again
-    assert main(["bandit", "--steps", "3", "--mushroom", str(tiny_file), "--output-dir",
-                 str(tmp_path / "x"), "--buffer-size", "0"]) == 2
+    assert command(tiny_file, tmp_path / "x", "greedy-0", "--buffer-size", "0") == 2
 
 
 def test_kl_scale_tempers_the_complexity_weight_and_old_records_still_match(tiny_file, tmp_path):
@@ -290,12 +294,9 @@ def test_kl_scale_tempers_the_complexity_weight_and_old_records_still_match(tiny
     path.write_text(json.dumps(stored))
     summary = play(tiny_file, out, agents=["thompson"])
     assert summary["agents"][0]["skipped"] and summary["thompson"]["kl_scale"] == 1.0
-    assert main(["bandit", "--steps", str(STEPS), "--num-minibatches", "1", "--mushroom", str(tiny_file),
-                 "--output-dir", str(out), "--agents", "thompson", "--no-progress",
-                 "--kl-scale", "0.5"]) == 0
+    assert command(tiny_file, out, "thompson", "--kl-scale", "0.5") == 0
     assert record(out, "thompson")["settings"]["kl_scale"] == 0.5  # another run: played again
-    assert main(["bandit", "--steps", "3", "--mushroom", str(tiny_file), "--output-dir",
-                 str(tmp_path / "x"), "--kl-scale", "0"]) == 2
+    assert command(tiny_file, tmp_path / "x", "thompson", "--kl-scale", "0") == 2
 
 
 @pytest.mark.parametrize("agent", ["thompson", "greedy-0"])
