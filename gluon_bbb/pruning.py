@@ -350,7 +350,10 @@ def load_pruned(path, net, ctx=None, include_bias=False):
         raise TypeError(f"net must be a gluon Block, got {type(net).__name__}")
     ctx = resolve_context(ctx)
     if os.path.isfile(path) and zipfile.is_zipfile(path):  # PrunedNetwork.save(sparse=True)
-        set_parameter_arrays(net, read_sparse(path), path, ctx)  # checked, named errors
+        shapes = {name: p.shape for name, p in structural_parameters(net).items()}
+        known = all(shape and all(d > 0 for d in shape) for shape in shapes.values())
+        arrays = read_sparse(path, expected=shapes if known else None)  # checked, named errors
+        set_parameter_arrays(net, arrays, path, ctx)
     else:
         load_parameter_file(net, path, ctx=ctx)  # checked, named errors
     arrays = [param.data() for _, param in trainable_parameters(net)]

@@ -23,7 +23,7 @@ about (1 - f) * N * (4 + 2) bytes against 4 * N dense: it pays from f = 1/3 on.
 """
 import numpy as np
 
-from .checkpoint import CheckpointError, read_checkpoint, write_checkpoint
+from .checkpoint import MAX_PAYLOAD_BYTES, CheckpointError, read_checkpoint, write_checkpoint
 
 __all__ = ["KIND", "to_csr", "from_csr", "sparse_nbytes", "write_sparse", "read_sparse"]
 
@@ -151,7 +151,9 @@ def read_sparse(path, expected=None):
     ----------
     path : str
     expected : dict of str -> tuple, optional
-        Name -> shape of the arrays the caller needs; the file must hold exactly these.
+        Name -> shape of the arrays the caller needs; the file must hold exactly these
+        (checked before any array is built). Without it, the dense arrays may take at most
+        :data:`gluon_bbb.checkpoint.MAX_PAYLOAD_BYTES`.
 
     Returns
     -------
@@ -168,27 +170,37 @@ def read_sparse(path, expected=None):
     if metadata.get("kind") != KIND or not isinstance(shapes, dict):
         raise CheckpointError(f"{path} is not a sparsely stored network (kind "
                               f"{metadata.get('kind')!r})")
-    arrays = {name: value for name, value in stored.arrays.items() if ":" not in name}
-    parts = set(stored.arrays) - set(arrays)
+    dense = {name: value for name, value in stored.arrays.items() if ":" not in name}
+    parts = set(stored.arrays) - set(dense)
     for name, shape in shapes.items():
         names = {f"{name}:{part}" for part in _PARTS}
-        if not (isinstance(shape, list) and all(isinstance(d, int) for d in shape)) or names - parts:
+        if not (isinstance(shape, list) and all(isinstance(d, int) and d >= 0 for d in shape)
+                and shape) or names - parts or name in dense:
             raise CheckpointError(f"{path}: the sparse array {name!r} is incomplete or has a bad shape")
+        parts -= names
+    if parts:
+        raise CheckpointError(f"{path} holds sparse parts of no listed array: {sorted(parts)[:3]}")
+    # Shapes are checked before any dense array is built: a crafted shape could ask for any size.
+    declared = dict({name: tuple(value.shape) for name, value in dense.items()},
+                    **{name: tuple(shape) for name, shape in shapes.items()})
+    if expected is not None:
+        wanted = {name: tuple(shape) for name, shape in expected.items()}
+        if declared != wanted:
+            missing = sorted(set(wanted) - set(declared))
+            extra = sorted(set(declared) - set(wanted))
+            wrong = sorted(n for n in set(declared) & set(wanted) if declared[n] != wanted[n])
+            raise CheckpointError(f"{path} does not fit this network: missing {missing[:3]}, "
+                                  f"unexpected {extra[:3]}, other shapes {wrong[:3]}")
+    dense_bytes = sum(int(np.prod(shape, dtype=object)) * stored.arrays[f"{name}:values"].itemsize
+                      for name, shape in shapes.items())
+    if dense_bytes > MAX_PAYLOAD_BYTES:
+        raise CheckpointError(f"{path} declares {dense_bytes} bytes of dense arrays, more than "
+                              f"{MAX_PAYLOAD_BYTES}: refused")
+    arrays = dict(dense)
+    for name, shape in shapes.items():
         try:
             arrays[name] = from_csr(*(stored.arrays[f"{name}:{part}"] for part in _PARTS), shape,
                                     source=f"{path}: {name}")
         except ValueError as error:
             raise CheckpointError(str(error)) from None
-        parts -= names
-    if parts:
-        raise CheckpointError(f"{path} holds sparse parts of no listed array: {sorted(parts)[:3]}")
-    if expected is not None:
-        found = {name: tuple(value.shape) for name, value in arrays.items()}
-        wanted = {name: tuple(shape) for name, shape in expected.items()}
-        if found != wanted:
-            missing = sorted(set(wanted) - set(found))
-            extra = sorted(set(found) - set(wanted))
-            wrong = sorted(n for n in set(found) & set(wanted) if found[n] != wanted[n])
-            raise CheckpointError(f"{path} does not fit this network: missing {missing[:3]}, "
-                                  f"unexpected {extra[:3]}, other shapes {wrong[:3]}")
     return arrays

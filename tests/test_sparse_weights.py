@@ -92,6 +92,16 @@ def test_file_round_trip_and_refusals(tmp_path):
                      {"kind": sparse_weights.KIND, "sparse_shapes": {"a.weight": [8, 5]}})
     with pytest.raises(CheckpointError, match=r"crafted.sparse: a.weight: a column index"):
         sparse_weights.read_sparse(crafted)
+    # a crafted shape asking for a huge dense array is refused before anything is built
+    huge = tmp_path / "huge.sparse"
+    empty = sparse_weights.to_csr(np.zeros((2, 3), np.float32))
+    write_checkpoint(huge, {"w:indptr": np.zeros(10 ** 6 + 1, np.int32), "w:indices": empty[1],
+                            "w:values": empty[2]},
+                     {"kind": sparse_weights.KIND, "sparse_shapes": {"w": [10 ** 6, 10 ** 6]}})
+    with pytest.raises(CheckpointError, match="huge.sparse declares 4000000000000 bytes"):
+        sparse_weights.read_sparse(huge)
+    with pytest.raises(CheckpointError, match="huge.sparse does not fit"):
+        sparse_weights.read_sparse(huge, expected={"w": (8, 5)})
     missing = tmp_path / "missing.sparse"
     write_checkpoint(missing, {"a.weight:indptr": indptr}, {
         "kind": sparse_weights.KIND, "sparse_shapes": {"a.weight": [8, 5]}})
