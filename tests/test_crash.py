@@ -65,7 +65,24 @@ def _check_folder(out, epochs_before):
     return epoch
 
 
+def _timed_run(command):
+    """Runs a process to the end; returns (seconds to its 'start:' line, seconds of training)."""
+    launched = time.time()
+    run = _Process(command)
+    run.started.wait(timeout=120)
+    started = time.time()
+    assert run.wait() == 0, "".join(run.lines)
+    return started - launched, time.time() - started
+
+
 def test_sigkill_at_random_moments_never_loses_work(tmp_path, fake_mnist):
+    # The uninterrupted run comes first and sets the kill clock: however fast the machine, the
+    # kills' training time adds up to at most half of one whole run, so the killed run cannot
+    # finish before its last kill.
+    reference = tmp_path / "uninterrupted"
+    startup_seconds, training_seconds = _timed_run(_command(fake_mnist, reference))
+    per_kill = training_seconds / (2 * KILLS)
+
     rng = random.Random(0)
     out = tmp_path / "killed"
     kills, epoch, started, mid_training = 0, 0, time.time(), 0
@@ -73,10 +90,10 @@ def test_sigkill_at_random_moments_never_loses_work(tmp_path, fake_mnist):
         assert time.time() - started < 300, f"only {kills} kills in 300 s"
         run = _Process(_command(fake_mnist, out))
         if kills % 5 == 4:  # now and then anywhere, start-up and config writing included
-            time.sleep(rng.uniform(0.0, 2.0))
+            time.sleep(rng.uniform(0.0, startup_seconds))
         else:  # mostly during training and checkpoint writes
             run.started.wait(timeout=120)
-            time.sleep(rng.uniform(0.0, 0.5))
+            time.sleep(rng.uniform(0.0, per_kill))
         if run.process.poll() is not None:  # finished before the kill: nothing to kill
             assert run.wait() == 0, "".join(run.lines)
             break
@@ -87,14 +104,12 @@ def test_sigkill_at_random_moments_never_loses_work(tmp_path, fake_mnist):
         mid_training += epoch < EPOCHS
     assert kills == KILLS, f"the run finished after {kills} kills: make it longer"
     assert mid_training >= KILLS - 2, f"only {mid_training} kills came before the last epoch"
+    assert epoch > 0, "no kill came after the first checkpoint"
     leftovers = [name for name in os.listdir(out) if name.endswith(".tmp")]
     finish = _Process(_command(fake_mnist, out))
     assert finish.wait() == 0, "".join(finish.lines)
     assert not [name for name in os.listdir(out) if name.endswith(".tmp")], leftovers
 
-    reference = tmp_path / "uninterrupted"
-    whole = _Process(_command(fake_mnist, reference))
-    assert whole.wait() == 0, "".join(whole.lines)
     a = read_checkpoint(out / "checkpoint.bbb", with_optimizer=True)
     b = read_checkpoint(reference / "checkpoint.bbb", with_optimizer=True)
     assert a.metadata["epoch"] == b.metadata["epoch"] == EPOCHS
