@@ -22,7 +22,7 @@ from tqdm import tqdm
 from ._checks import check_int
 from .context import resolve_context
 from .seeding import epoch_seed
-from .epochs import NonFiniteLossError
+from .epochs import NonFiniteLossError, checked_learning_rate
 
 __all__ = ["train_deterministic", "evaluate_deterministic", "run_epochs", "classification_cost",
            "prepare_network"]
@@ -97,7 +97,7 @@ def classification_cost(loss_fn=None):
 
 
 def run_epochs(net, trainer, train_data, num_epochs, cost, first_epoch=0, eval_data=None,
-               ctx=None, progress=True, seed=None, mean_gradient=True):
+               ctx=None, progress=True, seed=None, mean_gradient=True, learning_rate_schedule=None):
     """The one training loop of ordinary (deterministic) networks: epochs ``first_epoch`` to
     ``num_epochs - 1``, yielding each epoch's record as it ends.
 
@@ -130,6 +130,9 @@ def run_epochs(net, trainer, train_data, num_epochs, cost, first_epoch=0, eval_d
     mean_gradient : bool
         True: each step follows the gradient of the minibatch's mean loss (``step(batch
         size)``); False: of its summed loss (``step(1)``).
+    learning_rate_schedule : callable, optional
+        ``learning_rate_schedule(epoch) -> float``, the learning rate of the epoch numbered
+        ``epoch`` (from 0), set before it starts, as :meth:`gluon_bbb.BBBTrainer.fit` does.
 
     Yields
     ------
@@ -147,6 +150,8 @@ def run_epochs(net, trainer, train_data, num_epochs, cost, first_epoch=0, eval_d
         raise ValueError("train_data yields no batches")
     for epoch in range(int(first_epoch), int(num_epochs)):
         start = time.time()
+        if learning_rate_schedule is not None:
+            trainer.set_learning_rate(checked_learning_rate(learning_rate_schedule(epoch), epoch))
         if seed is not None:
             mx.random.seed(epoch_seed(seed, epoch, stream=1), ctx=ctx)  # dropout masks
         sums = nd.zeros((2,), ctx=ctx)  # loss, mistakes

@@ -110,5 +110,6 @@ def test_importing_the_package_does_not_import_optuna():
     import subprocess
     import sys
     code = ("import sys, gluon_bbb, gluon_bbb.experiments; assert 'optuna' not in sys.modules; "
-            "gluon_bbb.experiments.search_space(); assert 'optuna' in sys.modules")
+            "gluon_bbb.experiments.search_space(); assert 'optuna' not in sys.modules; "
+            "gluon_bbb.experiments.search.STUDY_NAME; assert 'optuna' in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

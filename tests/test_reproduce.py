@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from gluon_bbb import data, experiments, plots
+from gluon_bbb.checkpoint import read_checkpoint
 from gluon_bbb.cli import main
 from synthetic import needs_mnist, require_mnist
 
@@ -224,12 +225,18 @@ def test_another_configuration_in_the_same_folder_is_refused(bbb_run, tmp_path, 
 
 
 @needs_mnist
-def test_deterministic_baseline_resumes(tmp_path, capsys):
+@pytest.mark.parametrize("extra", [[], ["--set", "momentum=0.9,lr_decay=0.5"]],
+                         ids=["plain", "momentum-and-decay"])
+def test_deterministic_baseline_resumes(tmp_path, capsys, extra):
+    """Also with momentum (its buffers are in the checkpoint) and a decaying learning rate."""
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
-    assert _reproduce("dropout-400", straight, 2) == 0
-    assert _reproduce("dropout-400", resumed, 1) == 0
+    assert _reproduce("dropout-400", straight, 2, *extra) == 0
+    assert _reproduce("dropout-400", resumed, 1, *extra) == 0
     first = _json(resumed / "result.json")["history"][0]
-    assert _reproduce("dropout-400", resumed, 2) == 0
+    assert _reproduce("dropout-400", resumed, 2, *extra) == 0
+    state, arrays = read_checkpoint(resumed / "checkpoint.ckpt", with_optimizer=True).optimizer
+    assert bool(arrays) == bool(extra)  # momentum buffers, one per parameter
+    assert state["learning_rate"] == pytest.approx(0.1 * (0.5 if extra else 1.0))  # epoch 2's
     result = _json(resumed / "result.json")
     assert [r["epoch"] for r in result["history"]] == [1, 2]
     assert result["history"][0] == first
@@ -278,7 +285,8 @@ def test_reproduce_list(capsys):
     (["reproduce", "sgd-400"], "--epochs is required"),
     (["reproduce", "sgd-400", "--epochs", "1", "--ctx", "gpu(3)"], "gpu(3) is not available"),
     (["reproduce-report", "/nonexistent/run"], "config.json not found"),
-    (["search", "--epochs", "1", "--base", "sgd-400"], "Bayes-by-Backprop configuration"),
+    (["search", "--epochs", "1", "--base", "sgd-400"], "the search of sgd-400 varies nothing"),
+    (["search", "--epochs", "1", "--base", "sgd-400", "--pi", "0.5"], "unknown search keys"),
     (["search", "--epochs", "1", "--sampler", "tpe"], "the tpe sampler needs a number of trials"),
     (["search", "--epochs", "1", "--storage", "bogus://x"], "cannot open the study storage"),
 ])
@@ -346,7 +354,7 @@ def test_folders_written_before_lr_decay_existed_still_resume(bbb_run, tmp_path)
 
 
 @pytest.mark.parametrize("setting, message", [("lr_decay=1.5", "lr_decay must be a number in (0, 1]"),
-                                              ("momentum=0.9", "bad setting 'momentum=0.9'"),
+                                              ("momentum=0.9", "configuration bbb-mixture-400 has no hyperparameter 'momentum'"), ("nesterov=1", "bad setting 'nesterov=1'"),
                                               ("kl_scale=0", "kl_scale must be a positive number"),
                                               ("optimizer=bogus", "unknown optimizer 'bogus'; MXNet has")])
 def test_bad_set_values_are_refused(setting, message, tmp_path, capsys):

@@ -18,7 +18,7 @@ import pytest
 from gluon_bbb.cli import main
 from gluon_bbb.experiments import search, search_report
 from gluon_bbb.runlock import meet_workers
-from gluon_bbb.experiments.configs import PAPER_GRID
+from gluon_bbb.experiments.configs import EXTRA_KEYS, PAPER_GRID, SEARCH_KEYS, parse_setting
 
 SMALL = ["--hidden", "8", "--subset", "64", "--num-samples", "1", "--pi", "0.5",
          "--log-sigma1", "0", "--no-progress"]
@@ -52,8 +52,9 @@ def test_the_default_space_is_the_papers_grid():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"space": {"lr": [0.1]}, "base": "bbb-gaussian-400"}, "Gaussian prior"),
-    ({"space": {"lr": [0.1]}, "base": "sgd-400"}, "Bayes-by-Backprop configuration"),
+    ({"space": {"pi": [0.5]}, "base": "bbb-gaussian-400"}, "a gaussian configuration"),
+    ({"space": {"pi": [0.5]}, "base": "sgd-400"}, "has no search keys log_sigma1, log_sigma2, num_samples, pi"),
+    ({"space": {"lr": [0.1]}, "base": "sgd-401"}, "unknown base configuration"),
     ({"space": {"lr": [0.1]}, "sampler": "tpe"}, "needs a number of trials"),
     ({"space": {"lr": [0.1]}, "overrides": {"lr": 0.1}}, "both searched and overridden"),
     ({"space": {"lr": [0.1]}, "pruner": "asha"}, "pruner one of hyperband"),
@@ -72,6 +73,37 @@ def test_bad_searches_are_refused_before_anything_is_written(kwargs, message):
 def test_bad_spaces_are_refused(values, message):
     with pytest.raises(ValueError, match=message):
         search.search_space(**values)
+
+
+def test_every_method_of_table_1_has_its_own_space():
+    assert search.search_kind("bbb-mixture-1200") == "scale-mixture"
+    assert search.search_kind("bbb-gaussian-800") == "gaussian"
+    assert search.search_kind("sgd-800") == "sgd" and search.search_kind("dropout-1200") == "dropout"
+    # only the mixture has a default space (the paper's grid); the others search what is given
+    assert search.search_space("sgd-800", lr=[0.1, 0.03]) == {"lr": [0.1, 0.03]}
+    with pytest.raises(ValueError, match="varies nothing"):
+        search.search_space("dropout-800")
+    with pytest.raises(ValueError, match="unknown search keys"):
+        search.search_space("sgd-800", dropout=[0.5])  # that is the dropout baseline
+    with pytest.raises(ValueError, match="momentum must be a number in"):
+        search.search_space("sgd-800", momentum=[1.0])
+    space = search.search_space("dropout-1200", dropout=[0.5, 0.3], lr_decay=[0.98],
+                                momentum=[0.9], lr=[0.1])
+    assert list(space) == ["lr", "momentum", "dropout", "lr_decay"]  # SPACE_KEYS order
+    grid = search.grid_settings(space, "dropout-1200")
+    assert len(grid) == 2
+    assert search.trial_name(grid[0]) == "lr0.1_momentum0.9_dropout0.5_decay0.98"
+    gaussian = search.grid_settings({"sigma": [1.0, 0.1], "num_samples": [1, 2]},
+                                    "bbb-gaussian-400")
+    assert search.trial_name(gaussian[-1]) == "samples2_sigma0.1"
+    assert len(gaussian) == 4
+
+
+def test_momentum_is_for_the_optimizers_that_take_it():
+    from gluon_bbb.experiments import get_config
+    assert get_config("sgd-400", momentum=0.9)["momentum"] == 0.9
+    with pytest.raises(ValueError, match="momentum applies to the optimizers sgd, nag"):
+        get_config("sgd-400", momentum=0.9, optimizer="adam")
 
 
 # ---------------------------------------------------------------------------- SQLite
@@ -177,6 +209,56 @@ def test_the_report_evaluates_the_best_trial_once_and_draws_the_figures(tmp_path
     assert evaluated == [best["folder"]] * evaluated.count(best["folder"])  # the best only
     for name in search_report.FIGURES.values():
         assert (out / name).read_bytes().startswith(b"\x89PNG"), name
+
+
+@pytest.mark.parametrize("base, keys, folder_files", [
+    ("dropout-400", ["--lr", "0.1", "0.05", "--momentum", "0", "0.9", "--dropout", "0.5"],
+     ("best.params", "checkpoint.ckpt")),
+    ("bbb-gaussian-400", ["--sigma", "1", "0.1"], ("best.bbb", "checkpoint.bbb")),
+])
+def test_the_baselines_and_the_gaussian_prior_are_searched_alike(base, keys, folder_files,
+                                                                   tmp_path, fake_mnist, capsys):
+    out = tmp_path / "search"
+    args = ["search", "--base", base, "--output-dir", str(out), "--data-dir", str(fake_mnist),
+            "--hidden", "8", "--subset", "64", "--no-progress", "--epochs", "2",
+            "--pruner", "none"] + keys
+    assert main(args) == 0
+    trials = _trials(out)
+    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
+    assert len(trials) == (4 if base.startswith("dropout") else 2)
+    for trial in trials:  # every trial trained its own setting in an ordinary run folder
+        folder = out / trial.user_attrs["folder"]
+        config = json.loads((folder / "config.json").read_text())
+        assert config["reproduce"] == base and config["hidden"] == [8]
+        for key, value in trial.params.items():
+            assert config[key] == value, key
+        assert all((folder / name).is_file() for name in folder_files)
+        assert sorted(trial.intermediate_values) == [1, 2]
+        history = json.loads((folder / "sessions.json").read_text())[-1]
+        assert history["epochs_after"] == 2
+    capsys.readouterr()
+    assert main(["search-report", str(out), "--print-best"]) == 0  # for 'reproduce --set'
+    printed = capsys.readouterr().out.strip()
+    best = min((t for t in trials), key=lambda t: (t.value, t.number))
+    assert parse_setting(printed, SEARCH_KEYS + EXTRA_KEYS) == best.params
+    assert not list(out.glob("trials/*/result.json"))  # the test set untouched
+    assert main(["search-report", str(out), "--mc-samples", "2", "--data-dir",
+                 str(fake_mnist), "--no-figures"]) == 0
+    text = (out / "search.md").read_text()
+    assert f"# Search of {base}, hidden=[8], subset=64" in text
+    assert ("(posterior mean)" in text) == base.startswith("bbb")
+    assert "re-evaluated once on the test set" in text
+
+
+def test_a_diverging_setting_fails_its_trial_and_the_search_goes_on(tmp_path, fake_mnist):
+    out = tmp_path / "search"
+    assert main(["search", "--base", "sgd-400", "--output-dir", str(out), "--data-dir",
+                 str(fake_mnist), "--hidden", "8", "--subset", "64", "--no-progress",
+                 "--epochs", "4", "--pruner", "none", "--lr", "1e38", "0.1"]) == 0
+    states = {t.params["lr"]: (t.state, t.user_attrs.get("error", "")) for t in _trials(out)}
+    assert states[0.1][0] == optuna.trial.TrialState.COMPLETE
+    assert states[1e38][0] == optuna.trial.TrialState.FAIL
+    assert "not finite" in states[1e38][1]
 
 
 def test_another_search_in_the_same_folder_is_refused(tmp_path, fake_mnist, capsys):

@@ -10,7 +10,7 @@ import sys
 import tempfile
 
 from ..context import resolve_context
-from ..experiments import configs, search_report
+from ..experiments import configs, search_report, spaces
 from ..experiments import search as optuna_search
 from .common import (MC_SAMPLES, PROG, add_common, add_overrides, add_training_options, log_to,
                      number, overrides_of)
@@ -28,7 +28,8 @@ def add_parsers(commands):
     search = commands.add_parser(
         "search", help="hyperparameter search of the paper's protocol on Optuna (resumable)",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        description="Train settings of a Bayes-by-Backprop configuration, each an ordinary "
+        description="Train settings of a configuration (Bayes by Backprop with either prior, "
+                    "or an SGD or dropout baseline), each an ordinary "
                     "resumable run folder under OUTPUT_DIR/trials, and record their best "
                     "validation errors in an Optuna study (OUTPUT_DIR/study.db, or --storage). "
                     "Run the same command on several machines with one --storage URL to share "
@@ -37,16 +38,27 @@ def add_parsers(commands):
                         help="epochs of every trial (Hyperband's maximum)")
     search.add_argument("--output-dir", default=os.path.join("results", "search"))
     search.add_argument("--base", default="bbb-mixture-400",
-                        help="the scale-mixture Bayes-by-Backprop configuration the settings modify")
+                        help="the configuration the settings modify; its kind decides the keys "
+                             "searched: " + "; ".join(f"{kind}: {', '.join(keys)}" for kind, keys
+                                                      in spaces.SPACE_KEYS.items()))
     grid = configs.PAPER_GRID
-    search.add_argument("--lr", type=number(float, 0, False), nargs="+", default=grid["lr"])
-    search.add_argument("--num-samples", type=number(int, 1, True), nargs="+",
-                        default=grid["num_samples"])
-    search.add_argument("--pi", type=float, nargs="+", default=grid["pi"])
-    search.add_argument("--log-sigma1", type=float, nargs="+", default=grid["log_sigma1"],
-                        help="values of -log sigma1")
-    search.add_argument("--log-sigma2", type=float, nargs="+", default=grid["log_sigma2"],
-                        help="values of -log sigma2")
+    default = " (a scale-mixture base: the paper's grid, {}; other bases: the base's value)"
+    search.add_argument("--lr", type=number(float, 0, False), nargs="+", default=None,
+                        help="learning rates" + default.format(grid["lr"]))
+    search.add_argument("--num-samples", type=number(int, 1, True), nargs="+", default=None,
+                        help="samples per step" + default.format(grid["num_samples"]))
+    search.add_argument("--pi", type=float, nargs="+", default=None,
+                        help="mixture weights" + default.format(grid["pi"]))
+    search.add_argument("--log-sigma1", type=float, nargs="+", default=None,
+                        help="values of -log sigma1" + default.format(grid["log_sigma1"]))
+    search.add_argument("--log-sigma2", type=float, nargs="+", default=None,
+                        help="values of -log sigma2" + default.format(grid["log_sigma2"]))
+    search.add_argument("--sigma", type=number(float, 0, False), nargs="+", default=None,
+                        help="the Gaussian prior's sigma (a Gaussian base)")
+    search.add_argument("--momentum", type=float, nargs="+", default=None,
+                        help="SGD momentum (a baseline)")
+    search.add_argument("--dropout", type=float, nargs="+", default=None,
+                        help="dropout rates (a dropout baseline)")
     search.add_argument("--optimizer", nargs="+", default=None,
                         help="optimizers to search; None keeps the base's")
     search.add_argument("--lr-decay", type=float, nargs="+", default=None,
@@ -88,28 +100,27 @@ def add_parsers(commands):
     report.add_argument("--mc-samples", type=number(int, 1, True), default=MC_SAMPLES,
                         help="weight samples of the best trial's Monte Carlo test error")
     report.add_argument("--no-figures", action="store_true", help="write search.md only")
+    report.add_argument("--print-best", action="store_true",
+                        help="only print the best trial's setting as KEY=VALUE,... (what "
+                             "'reproduce --set' takes), without touching the test set")
     add_common(report)
     report.set_defaults(func=search_report_command, command_line=None)
 
 
 def _space(args):
-    values = {"lr": args.lr, "num_samples": args.num_samples, "pi": args.pi,
-              "log_sigma1": args.log_sigma1, "log_sigma2": args.log_sigma2}
-    if args.optimizer is not None:
-        values["optimizer"] = args.optimizer
-    if args.lr_decay is not None:
-        values["lr_decay"] = args.lr_decay
-    return optuna_search.search_space(**values)
+    keys = ("lr", "num_samples", "pi", "log_sigma1", "log_sigma2", "sigma", "momentum",
+            "dropout", "optimizer", "lr_decay")
+    values = {key: getattr(args, key) for key in keys if getattr(args, key) is not None}
+    return spaces.search_space(args.base, **values)
 
 
 def search_command(args):
     """``gluon-bbb search``: work on the study (with ``--workers`` processes); exit code."""
     space = _space(args)
     if args.dry_run:
-        settings = optuna_search.grid_settings(space)
+        settings = spaces.grid_settings(space, args.base)
         if args.max_trials is not None:
-            settings = optuna_search.sample_settings(settings, args.max_trials,
-                                                     seed=args.search_seed)
+            settings = spaces.sample_settings(settings, args.max_trials, seed=args.search_seed)
         for setting in settings:
             print(",".join(f"{key}={value:g}" if not isinstance(value, str) else
                            f"{key}={value}" for key, value in setting.items()))
@@ -172,18 +183,22 @@ def _print_summary(study, output_dir):
     counts = {}
     for row in rows:
         counts[row["state"]] = counts.get(row["state"], 0) + 1
-    values = [row for row in rows if row["value"] is not None]
     line = ", ".join(f"{count} {state}" for state, count in sorted(counts.items()))
     print(f"{output_dir}: {len(rows)} trials ({line})")
-    if values:
-        best = min(values, key=lambda r: (r["value"], r["number"]))
+    best = search_report.best_row(rows)
+    if best is not None:
         print(f"best validation error {100 * best['value']:.2f}%: trial {best['number']}, "
               f"{best['folder']}")
     print(f"'{PROG} search-report {output_dir}' writes search.md and the figures")
 
 
 def search_report_command(args):
-    """``gluon-bbb search-report``: writes search.md and the figures; prints search.md."""
+    """``gluon-bbb search-report``: writes search.md and the figures; prints search.md (or,
+    with ``--print-best``, only the best setting)."""
+    if args.print_best:
+        print(search_report.best_setting(search_report.load_search(args.search_dir,
+                                                                   args.storage)))
+        return 0
     search_report.report_search(args.search_dir, storage=args.storage,
                                 mc_samples=args.mc_samples, data_dir=args.data_dir,
                                 ctx=args.ctx, figures=not args.no_figures,

@@ -25,16 +25,17 @@ The protocol's main names are re-exported here::
 """
 import importlib
 
-from . import bandit_run, configs, protocol, runfolder, runners, uncertainty_eval
+from . import bandit_run, configs, protocol, runfolder, runners, spaces, uncertainty_eval
 from .configs import (CONFIGS, CUSTOM, DESCRIPTIONS, EXTRA_KEYS, PAPER_GRID, PAPER_TEST_ERROR,
                       SEARCH_KEYS, custom_config, describe, get_config, learning_rate_schedule,
                       parse_setting)
 from .protocol import evaluate_run, report, results_table, run
 from .runfolder import read_result
 from .runners import make_runner
+from .spaces import grid_settings, sample_settings, search_space
 
 __all__ = ["bandit_run", "configs", "protocol", "runfolder", "runners", "search",
-           "search_report", "uncertainty_eval", "CONFIGS", "CUSTOM", "DESCRIPTIONS", "EXTRA_KEYS", "PAPER_GRID",
+           "search_report", "spaces", "uncertainty_eval", "CONFIGS", "CUSTOM", "DESCRIPTIONS", "EXTRA_KEYS", "PAPER_GRID",
            "PAPER_TEST_ERROR", "SEARCH_KEYS", "custom_config", "describe", "get_config",
            "learning_rate_schedule", "parse_setting", "make_runner", "evaluate_run", "report",
            "results_table", "run", "read_result", "grid_settings", "sample_settings",
@@ -44,8 +45,7 @@ __all__ = ["bandit_run", "configs", "protocol", "runfolder", "runners", "search"
 #: Imported on first use: they bring Optuna, which is slow to import and, through tqdm, warns
 #: in a notebook without ipywidgets.
 _LAZY_MODULES = ("search", "search_report")
-_LAZY_NAMES = {"grid_settings": "search", "sample_settings": "search", "search_space": "search",
-               "report_search": "search_report"}
+_LAZY_NAMES = {"report_search": "search_report"}
 
 
 def __getattr__(name):

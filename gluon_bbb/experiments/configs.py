@@ -5,7 +5,8 @@ search grid.
 Choices the paper leaves open (documented in :data:`DESCRIPTIONS`): the KL weighting is
 uniform (pi_i = 1/M, the ``gluon-bbb train`` default), rho starts at -5, the Gaussian-prior
 configurations use sigma = 1 (= e^0, the wide component of the default mixture), the
-baselines use plain SGD at learning rate 0.1, and the dropout baselines drop hidden units with
+baselines use plain SGD at learning rate 0.1 (no momentum, no decay: both are hyperparameters a
+search may set), and the dropout baselines drop hidden units with
 probability 0.5 (no input dropout).
 """
 import math
@@ -19,7 +20,7 @@ from ..estimators import ESTIMATORS
 from ..priors import GaussianPrior, ScaleMixturePrior
 
 __all__ = ["INPUT_SIZE", "PROTOCOL", "PAPER_GRID", "SEARCH_KEYS", "EXTRA_KEYS", "CHOICES",
-           "PRIOR_KEYS", "CUSTOM", "LATER_DEFAULTS", "PAPER_TEST_ERROR", "CONFIGS",
+           "PRIOR_KEYS", "MOMENTUM_OPTIMIZERS", "CUSTOM", "LATER_DEFAULTS", "PAPER_TEST_ERROR", "CONFIGS",
            "DESCRIPTIONS", "get_config", "custom_config", "base_config", "check_hyperparameter",
            "format_overrides", "describe", "network_label", "make_prior", "run_kind", "hyperparameters",
            "learning_rate_schedule", "parse_setting"]
@@ -53,7 +54,8 @@ SEARCH_KEYS = tuple(PAPER_GRID)
 
 
 #: Keys ``--set`` may change besides :data:`SEARCH_KEYS` (choices the paper leaves open).
-EXTRA_KEYS = ("optimizer", "kl_weighting", "kl_scale", "lr_decay", "rho_init", "sigma", "estimator")
+EXTRA_KEYS = ("optimizer", "kl_weighting", "kl_scale", "lr_decay", "rho_init", "sigma", "estimator",
+              "momentum", "dropout")
 
 
 #: The values the text-valued keys may take (``optimizer``: any of MXNet's optimizers).
@@ -75,7 +77,7 @@ CUSTOM = "custom"
 #: Hyperparameters added after the first runs were written, with the value those runs used.
 LATER_DEFAULTS = {"bbb": {"lr_decay": 1.0, "kl_scale": 1.0, "estimator": "weights",
                           "network": "mlp", "learn_prior": False},
-                  "deterministic": {"network": "mlp"}}
+                  "deterministic": {"network": "mlp", "lr_decay": 1.0, "momentum": 0.0}}
 
 
 #: Test errors (%) of Table 1 of the paper for the networks these configurations train.
@@ -100,7 +102,12 @@ def _bbb_config(units, prior):
 
 def _deterministic_config(units, dropout):
     return dict(PROTOCOL, method="dropout" if dropout else "sgd", hidden=[units, units],
-                dropout=dropout, optimizer="sgd", lr=0.1, network="mlp")
+                dropout=dropout, optimizer="sgd", lr=0.1, lr_decay=1.0, momentum=0.0,
+                network="mlp")
+
+
+#: The optimizers of the baselines that take a ``momentum`` (MXNet's names).
+MOMENTUM_OPTIMIZERS = ("sgd", "nag")
 
 
 #: Named configurations: name -> hyperparameters (a flat dict; see :func:`get_config`).
@@ -187,6 +194,9 @@ def get_config(name, **overrides):
             config[key] = value
     if config["method"] == "bbb":
         make_prior(config)  # checks pi and sigma1 > sigma2
+    elif config["momentum"] and config["optimizer"] not in MOMENTUM_OPTIMIZERS:
+        raise ValueError(f"momentum applies to the optimizers {', '.join(MOMENTUM_OPTIMIZERS)}, "
+                         f"not {config['optimizer']}")
     config["reproduce"] = name
     config["overrides"] = applied
     return config
@@ -264,7 +274,7 @@ def check_hyperparameter(key, value):
         return real(lambda v: 0 < v <= 1, "a number in (0, 1]")
     if key == "pi":
         return real(lambda v: 0 < v < 1, "a number strictly between 0 and 1")
-    if key == "dropout":
+    if key in ("dropout", "momentum"):
         return real(lambda v: 0 <= v < 1, "a number in [0, 1)")
     if key in ("log_sigma1", "log_sigma2", "rho_init"):
         return real(lambda v: True, "a finite number")

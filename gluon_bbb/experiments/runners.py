@@ -137,7 +137,8 @@ class _BBBRun:
 
 
 class _DeterministicRun:
-    """An ordinary MLP (with or without dropout) trained by SGD, resumable like a BBBTrainer."""
+    """An ordinary network (with or without dropout) trained by SGD (with ``momentum`` and
+    ``lr_decay`` where the configuration has them), resumable like a BBBTrainer."""
 
     kind = "deterministic"
 
@@ -150,8 +151,11 @@ class _DeterministicRun:
         self.net.initialize(mx.init.Xavier(), ctx=ctx)
         self.net.hybridize()
         self.net(nd.zeros((1, INPUT_SIZE), ctx=ctx))
+        optimizer_params = {"learning_rate": config["lr"]}
+        if config.get("momentum", 0.0):  # runs written before momentum existed had none
+            optimizer_params["momentum"] = config["momentum"]
         self.trainer = gluon.Trainer(self.net.collect_params(), config["optimizer"],
-                                     {"learning_rate": config["lr"]})
+                                     optimizer_params)
         self.loss = gluon.loss.SoftmaxCrossEntropyLoss()
         self.loss.hybridize()
         self.epoch, self.history, self.best = 0, [], None
@@ -215,7 +219,8 @@ class _DeterministicRun:
         for record in run_epochs(self.net, self.trainer, shuffled, epochs,
                                  classification_cost(self.loss), first_epoch=self.epoch,
                                  eval_data=validation, ctx=self.ctx, progress=progress,
-                                 seed=self.seed):
+                                 seed=self.seed,
+                                 learning_rate_schedule=learning_rate_schedule(self.config)):
             self.history.append(record)
             self.epoch = record["epoch"]
             improved = self.best is None or record["test_error"] < self.best["validation_error"]

@@ -17,9 +17,16 @@ Typical use::
     space = search.search_space(lr=[1e-3, 1e-4], num_samples=[1, 2, 5])
     search.search(space, epochs=30, output_dir="results/search", sampler="grid",
                   pruner="hyperband")
+
+The baselines and the Gaussian prior are searched the same way, each with its own keys
+(:data:`SPACE_KEYS`), so that every method of Table 1 can be tuned on the same budget::
+
+    space = search.search_space("dropout-1200", lr=[0.3, 0.1, 0.03], momentum=[0.0, 0.9],
+                                dropout=[0.3, 0.5])
+    search.search(space, epochs=20, output_dir="results/search-dropout-1200",
+                  base="dropout-1200", sampler="tpe", max_trials=10)
 """
 import contextlib
-import itertools
 import logging
 import os
 import socket
@@ -28,7 +35,6 @@ import time
 import warnings
 import zlib
 
-import numpy as np
 import optuna
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
@@ -36,20 +42,18 @@ from sqlalchemy.exc import ArgumentError
 from .._checks import check_int
 from ..context import resolve_context
 from ..runlock import RunFolderBusyError, meet_workers, waiting_lock
-from .configs import CONFIGS, PAPER_GRID, SEARCH_KEYS, check_hyperparameter, get_config
+from .configs import get_config, run_kind
 from .protocol import run
-from .runfolder import checkpoint_metadata
+from .runfolder import FILES, checkpoint_metadata
 from .runners import loaders_for
+from .spaces import (SPACE_KEYS, grid_settings, sample_settings, search_kind, search_space,
+                     trial_name)
 
-__all__ = ["SPACE_KEYS", "SAMPLERS", "PRUNERS", "STUDY_NAME", "TRIALS", "grid_settings",
+__all__ = ["SPACE_KEYS", "search_kind", "SAMPLERS", "PRUNERS", "STUDY_NAME", "TRIALS", "grid_settings",
            "sample_settings", "search_space", "trial_name", "storage_url", "open_storage",
            "study_settings", "open_study", "work", "search", "quiet_optuna"]
 
 logger = logging.getLogger(__name__)
-
-
-#: The keys a search may vary: the paper's grid, then the optimizer and its per-epoch decay.
-SPACE_KEYS = SEARCH_KEYS + ("optimizer", "lr_decay")
 
 
 SAMPLERS = ("grid", "tpe", "random")
@@ -85,71 +89,6 @@ def quiet_optuna():
         # a parameter with one value among the finished trials, in the parallel coordinates
         warnings.filterwarnings("ignore", message="Attempting to set identical low and high ylims")
         yield
-
-
-def search_space(**values):
-    """A search space: key -> list of values, the paper's grid (:data:`PAPER_GRID`) for the
-    keys not given, and ``optimizer`` and ``lr_decay`` only if given.
-
-    Every value is checked as a configuration checks it; a key with one value is fixed.
-
-    Returns
-    -------
-    dict, keys in :data:`SPACE_KEYS` order.
-    """
-    unknown = set(values) - set(SPACE_KEYS)
-    if unknown:
-        raise ValueError(f"unknown search keys {sorted(unknown)}; use {', '.join(SPACE_KEYS)}")
-    space = {}
-    for key in SPACE_KEYS:
-        chosen = values.get(key, PAPER_GRID.get(key))
-        if chosen is None:
-            continue
-        chosen = [check_hyperparameter(key, value) for value in chosen]
-        if not chosen or len(set(chosen)) != len(chosen):
-            raise ValueError(f"the values of {key} must be distinct and at least one, got {chosen}")
-        space[key] = chosen
-    return space
-
-
-def grid_settings(grid=None):
-    """Every setting of a grid (default the paper's, 324 settings), in a fixed order, without
-    those whose mixture prior is invalid (``log_sigma2 <= log_sigma1``).
-
-    Parameters
-    ----------
-    grid : dict, optional
-        key -> list of values, as :func:`search_space` takes them.
-
-    Returns
-    -------
-    list of dict
-    """
-    space = search_space(**(grid or {}))
-    settings = []
-    for values in itertools.product(*space.values()):
-        setting = dict(zip(space, values))
-        if setting["log_sigma2"] > setting["log_sigma1"]:
-            settings.append(setting)
-    return settings
-
-
-def sample_settings(settings, max_trials, seed=0):
-    """A seeded random sample of ``max_trials`` settings (all of them if fewer), in grid order."""
-    check_int("max_trials", max_trials)
-    if max_trials >= len(settings):
-        return list(settings)
-    chosen = np.random.default_rng(seed).choice(len(settings), size=max_trials, replace=False)
-    return [settings[i] for i in sorted(chosen)]
-
-
-def trial_name(setting):
-    """The run folder name of a setting, e.g. ``lr0.001_samples1_pi0.5_logsigma1-0_logsigma2-6``
-    (then ``_adam`` and ``_decay0.98`` when the setting has them)."""
-    short = {"lr": "lr", "num_samples": "samples", "pi": "pi", "log_sigma1": "logsigma1-",
-             "log_sigma2": "logsigma2-", "optimizer": "", "lr_decay": "decay"}
-    return "_".join(f"{short[key]}{setting[key]:g}" if key != "optimizer" else setting[key]
-                    for key in SPACE_KEYS if key in setting)
 
 
 def storage_url(output_dir, storage=None):
@@ -254,7 +193,7 @@ def open_study(storage, settings, worker=0):
         _wait_until_ready(study, settings)
         return study
     if settings["sampler"] == "grid":
-        grid = grid_settings(settings["space"])
+        grid = grid_settings(settings["space"], settings["base"])
         if settings["max_trials"] is not None:
             grid = sample_settings(grid, settings["max_trials"], seed=settings["seed"])
         for setting in grid:
@@ -351,7 +290,8 @@ def _objective(trial, settings, output_dir, data_dir, ctx, loaders, progress, co
             raise optuna.TrialPruned(f"validation error {100 * record['test_error']:.2f}% "
                                      f"at epoch {record['epoch']}")
 
-    for record in checkpoint_metadata(os.path.join(folder, "checkpoint.bbb"), "bbb").get(
+    kind = run_kind(config)
+    for record in checkpoint_metadata(os.path.join(folder, FILES[kind]["checkpoint"]), kind).get(
             "history", []):  # a retried trial resumes its folder: tell the pruner its epochs
         report(record)
     summary = run(config, settings["epochs"], folder, data_dir=data_dir, ctx=ctx,
@@ -399,7 +339,8 @@ def work(study, storage, output_dir, data_dir=None, ctx=None, progress=False, co
         except optuna.TrialPruned as pruned:
             logger.info("trial %d pruned: %s", trial.number, pruned)
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-        except (ValueError, RunFolderBusyError) as error:  # e.g. an invalid prior from TPE
+        except (ValueError, RunFolderBusyError, FloatingPointError) as error:
+            # e.g. an invalid prior from TPE, or a learning rate that diverges
             logger.warning("trial %d failed: %s", trial.number, error)
             trial.set_user_attr("error", str(error)[:500])
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
@@ -417,10 +358,11 @@ def study_settings(space, epochs, base="bbb-mixture-400", overrides=None, sample
                    pruner="hyperband", max_trials=None, seed=0):
     """What a study searches, checked, as JSON values (see :func:`search` for the arguments);
     stored in the study, so every worker must pass the same."""
-    if base not in CONFIGS or CONFIGS[base]["method"] != "bbb":
-        raise ValueError(f"the search base must be a Bayes-by-Backprop configuration, got {base!r}")
-    if CONFIGS[base]["prior"] != "scale-mixture":
-        raise ValueError(f"{base} has a Gaussian prior; search a scale-mixture configuration")
+    kind = search_kind(base)
+    unknown = set(space) - set(SPACE_KEYS[kind])
+    if unknown:
+        raise ValueError(f"{base} (a {kind} configuration) has no search keys "
+                         f"{', '.join(sorted(unknown))}; use {', '.join(SPACE_KEYS[kind])}")
     if sampler not in SAMPLERS or pruner not in PRUNERS:
         raise ValueError(f"sampler must be one of {', '.join(SAMPLERS)} and pruner one of "
                          f"{', '.join(PRUNERS)}, got {sampler!r} and {pruner!r}")
@@ -431,7 +373,7 @@ def study_settings(space, epochs, base="bbb-mixture-400", overrides=None, sample
     if clash:
         raise ValueError(f"{', '.join(sorted(clash))} cannot be both searched and overridden")
     get_config(base, **overrides)  # checks the overrides before anything is written
-    if sampler == "grid" and not grid_settings(space):
+    if sampler == "grid" and not grid_settings(space, base):
         raise ValueError("the grid has no setting with log_sigma2 > log_sigma1")
     return {"base": base, "overrides": overrides, "space": space,
             "epochs": check_int("epochs", epochs), "sampler": sampler, "pruner": pruner,
@@ -448,13 +390,14 @@ def search(space, epochs, output_dir, base="bbb-mixture-400", overrides=None, sa
     Parameters
     ----------
     space : dict
-        From :func:`search_space`.
+        From :func:`search_space` with the same ``base``.
     epochs : int
         The budget of every trial (Hyperband's maximum resource).
     output_dir : str
         The search folder: run folders of the trials, and the SQLite study by default.
     base : str
-        A Bayes-by-Backprop configuration of :data:`CONFIGS`.
+        A configuration of :data:`~.configs.CONFIGS`: Bayes by Backprop (either prior) or a
+        baseline; its kind decides the keys of ``space`` (:data:`~.spaces.SPACE_KEYS`).
     overrides : dict, optional
         Applied to every trial, e.g. ``{"hidden": [16], "subset": 256}`` for a smoke run.
     sampler : {'grid', 'tpe', 'random'}

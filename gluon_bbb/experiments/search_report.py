@@ -16,10 +16,11 @@ from .. import plots
 from ..checkpoint import atomic_write_bytes
 from .configs import check_hyperparameter
 from .protocol import MC_SAMPLES, report
-from .search import (STUDY_NAME, TRIALS, open_storage, quiet_optuna, search_space, storage_url,
-                     study_settings, trial_name)
+from .search import STUDY_NAME, TRIALS, open_storage, quiet_optuna, storage_url, study_settings
+from .spaces import search_space, trial_name
 
-__all__ = ["SEARCH_MD", "FIGURES", "load_search", "trial_rows", "search_table", "report_search"]
+__all__ = ["SEARCH_MD", "FIGURES", "load_search", "trial_rows", "best_row", "best_setting",
+           "search_table", "report_search"]
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +53,8 @@ def load_search(output_dir, storage=None):
         raise ValueError(f"the study of {output_dir} has no search settings: it was not written "
                          "by 'gluon-bbb search', or its creator died while setting it up")
     try:  # a database may come from someone else: its settings are checked like new ones
-        checked = study_settings(search_space(**settings["space"]), settings.get("epochs"),
+        checked = study_settings(search_space(settings.get("base"), **settings["space"]),
+                                 settings.get("epochs"),
                                  settings.get("base"), settings.get("overrides"),
                                  settings.get("sampler"), settings.get("pruner"),
                                  settings.get("max_trials"), settings.get("seed"))
@@ -96,6 +98,24 @@ def trial_rows(study):
                          folder=None if setting is None else os.path.join(TRIALS,
                                                                           trial_name(setting))))
     return rows
+
+
+def best_row(rows):
+    """The row of :func:`trial_rows` with the lowest best validation error among the complete
+    trials (the first such trial on a tie), or None when no trial is complete."""
+    complete = [row for row in rows if row["value"] is not None and row["folder"] is not None]
+    return min(complete, key=lambda r: (r["value"], r["number"])) if complete else None
+
+
+def best_setting(study):
+    """The setting of the study's best complete trial, as ``key=value`` pairs separated by commas
+    (what ``--set`` of ``reproduce`` takes), or a ValueError when no trial is complete."""
+    best = best_row(trial_rows(study))
+    if best is None:
+        raise ValueError("the search has no complete trial yet")
+    space = study.user_attrs["settings"]["space"]
+    return ",".join(f"{key}={best[key]:g}" if not isinstance(best[key], str) else
+                    f"{key}={best[key]}" for key in space)
 
 
 def search_table(rows, space):
@@ -164,8 +184,7 @@ def report_search(output_dir, storage=None, mc_samples=MC_SAMPLES, data_dir=None
     study = load_search(output_dir, storage)
     settings = study.user_attrs["settings"]
     rows = trial_rows(study)
-    complete = [row for row in rows if row["value"] is not None and row["folder"] is not None]
-    best = min(complete, key=lambda r: (r["value"], r["number"])) if complete else None
+    best = best_row(rows)
     result = None
     if best is not None:
         result = report(os.path.join(output_dir, best["folder"]), mc_samples=mc_samples,
@@ -180,14 +199,17 @@ def report_search(output_dir, storage=None, mc_samples=MC_SAMPLES, data_dir=None
             f"Sampler {settings['sampler']}, pruner {settings['pruner']}, {settings['epochs']} "
             f"epochs per trial at most; trials: "
             + ", ".join(f"{count} {state}" for state, count in sorted(counts.items())) + ". "
-            "The value of a trial is the lowest validation error of the posterior mean over its "
-            "epochs; the search never touches the test set.",
+            "The value of a trial is the lowest validation error over its epochs (of the posterior "
+            "mean for Bayes by Backprop); the search never touches the test set.",
             ""]
     if result is not None:
+        test = f"{100 * result['test_error_mean']:.2f}%"
+        if result["test_error_mc"] is not None:  # Bayes by Backprop
+            test += (f" (posterior mean), {100 * result['test_error_mc']:.2f}% "
+                     f"(MC {result['mc_samples']} samples)")
         text += [f"Best trial: {best['number']} ({best['folder']}), validation error "
                  f"{100 * best['value']:.2f}% at epoch {result['best_epoch']}; re-evaluated once "
-                 f"on the test set: {100 * result['test_error_mean']:.2f}% (posterior mean), "
-                 f"{100 * result['test_error_mc']:.2f}% (MC {result['mc_samples']} samples).", ""]
+                 f"on the test set: {test}.", ""]
     text += [search_table(rows, settings["space"])]
     text += [f"![{name}]({file})" if file in FIGURES.values() else f"{name}: {file}"
              for name, file in drawn.items()]
