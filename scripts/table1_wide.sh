@@ -12,8 +12,8 @@
 #   bash scripts/table1_wide.sh search-sgd-800 train-sgd-800-s0   # chosen steps, in that order
 #
 # Steps: search-<config> and train-<config>-s<seed>, <config> one of {sgd,dropout,bbb-gaussian,
-# bbb-mixture}-{800,1200}. With no step, all of them, the 2x1200 scale mixture (Table 2's
-# network) first.
+# bbb-mixture}-{400,800,1200}. With no step, all of them, the 2x1200 scale mixture (Table 2's
+# network) first and 2x400 last.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=${ROOT:-runs/table1}
@@ -59,6 +59,10 @@ if [ ${#steps[@]} -eq 0 ]; then
   steps+=(train-bbb-mixture-1200-s1)
   for config in sgd-1200 dropout-1200 bbb-gaussian-1200 sgd-800 dropout-800 bbb-gaussian-800 bbb-mixture-800; do
     steps+=("train-$config-s0" "train-$config-s1")
+  done
+  # the 2x400 row again, every method on the same budget (the first 2x400 baselines were untuned)
+  for config in sgd-400 dropout-400 bbb-gaussian-400 bbb-mixture-400; do
+    steps+=("search-$config" "train-$config-s0" "train-$config-s1")
   done
 fi
 for step in "${steps[@]}"; do

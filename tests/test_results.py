@@ -17,7 +17,7 @@ HEADLINE_RUNS = ["bbb-mixture-400-ls8-kl0.3-s2", "bbb-mixture-400-ls8", "bbb-mix
                  "bbb-mixture-400-lrdecay", "bbb-gaussian-400-lrdecay", "bbb-mixture-400",
                  "bbb-gaussian-400", "fashion-bbb-mixture-400-kl0.1", "bbb-mixture-lenet",
                  "fashion-bbb-mixture-lenet", "bbb-mixture-lenet-kl0.1",
-                 "searched-mixture-400-seed1"]
+                 "searched-mixture-400-seed1", "searched-mixture-1200-seed0"]
 
 
 def _data_or_skip(dataset="mnist"):
@@ -68,11 +68,18 @@ def test_committed_checkpoint_reproduces_its_recorded_test_error(name):
     assert abs(measured["test_error_mc"] - recorded["test_error_mc"]) <= 5e-4
 
 
-def test_committed_pruning_table_reproduces(tmp_path):
-    """`gluon-bbb prune` of the Table 2 network gives the committed pruning.json (deterministic:
+#: The Table 2 networks: name -> the greatest increase of the test error allowed when 95% and
+#: 98% of the weights are removed by signal-to-noise ratio (issue 6's targets for the 2x400
+#: network), or None where the targets were missed (issue 20: the 2x1200 network's are recorded
+#: in docs/results.md).
+PRUNING_TARGETS = {"bbb-mixture-400-s2": (0.0010, 0.0030), "searched-mixture-1200-seed0": None}
+
+
+@pytest.mark.parametrize("name", PRUNING_TARGETS)
+def test_committed_pruning_table_reproduces(tmp_path, name):
+    """`gluon-bbb prune` of a Table 2 network gives the committed pruning.json (deterministic:
     weights are removed from the posterior-mean network)."""
     _data_or_skip()
-    name = "bbb-mixture-400-s2"
     run_dir = tmp_path / name  # prune writes into the folder: work on a copy
     shutil.copytree(RESULTS / name, run_dir, ignore=shutil.ignore_patterns("*.png"))
     recorded = json.loads((run_dir / "pruning.json").read_text())
@@ -81,5 +88,9 @@ def test_committed_pruning_table_reproduces(tmp_path):
     assert measured["epoch"] == recorded["epoch"]
     assert measured["rows"] == recorded["rows"]
     by_row = {(row["method"], row["fraction"]): row["test_error"] for row in measured["rows"]}
-    assert by_row["snr", 0.95] - by_row["snr", 0.0] <= 0.0010  # issue 6 targets
-    assert by_row["snr", 0.98] - by_row["snr", 0.0] <= 0.0030
+    assert sorted(fraction for method, fraction in by_row if method == "snr") == [
+        0.0, 0.5, 0.75, 0.95, 0.98]
+    if PRUNING_TARGETS[name] is not None:
+        at_95, at_98 = PRUNING_TARGETS[name]
+        assert by_row["snr", 0.95] - by_row["snr", 0.0] <= at_95
+        assert by_row["snr", 0.98] - by_row["snr", 0.0] <= at_98
