@@ -191,10 +191,10 @@ def test_a_pruned_trial_stops_with_its_folder_complete(tmp_path, fake_mnist):
 def test_the_report_evaluates_the_best_trial_once_and_draws_the_figures(tmp_path, fake_mnist,
                                                                           capsys):
     out = tmp_path / "search"
-    assert main(_search_args(out, fake_mnist, "--epochs", "2", "--lr", "1e-3", "1e-2",
+    assert main(_search_args(out, fake_mnist, "--epochs", "2", "--lr", "1e-3", "1e-2", "3e-3",
                              "--log-sigma2", "6", "--sampler", "random", "--max-trials", "3",
                              "--pruner", "median")) == 0
-    assert len(_trials(out)) == 3
+    assert len({t.params["lr"] for t in _trials(out)}) == 3
     capsys.readouterr()
     assert main(["search-report", str(out), "--mc-samples", "2", "--data-dir",
                  str(fake_mnist)]) == 0
@@ -259,6 +259,23 @@ def test_a_diverging_setting_fails_its_trial_and_the_search_goes_on(tmp_path, fa
     assert states[0.1][0] == optuna.trial.TrialState.COMPLETE
     assert states[1e38][0] == optuna.trial.TrialState.FAIL
     assert "not finite" in states[1e38][1]
+
+
+def test_a_sampled_search_counts_distinct_settings_and_stops_when_the_space_is_spent(
+        tmp_path, fake_mnist):
+    """Random and TPE draw with replacement: a setting drawn again replays its run folder and
+    does not count, and a budget larger than the space stops once every setting is tried."""
+    out = tmp_path / "search"
+    assert main(_search_args(out, fake_mnist, "--epochs", "1", "--lr", "1e-3", "1e-2", "3e-3",
+                             "--log-sigma2", "6", "--sampler", "random", "--max-trials", "5",
+                             "--pruner", "none", "--search-seed", "0")) == 0
+    trials = _trials(out)
+    settings = [t.params["lr"] for t in trials]
+    assert sorted(set(settings)) == [1e-3, 3e-3, 1e-2]  # the whole space, then it stopped
+    assert len(trials) > 3  # this seed draws a setting again: the repeat did not count
+    assert settings[-1] not in settings[:-1]  # the last trial was the one that completed it
+    assert len(list((out / "trials").iterdir())) == 3
+    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
 
 
 def test_another_search_in_the_same_folder_is_refused(tmp_path, fake_mnist, capsys):

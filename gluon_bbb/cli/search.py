@@ -69,7 +69,8 @@ def add_parsers(commands):
     search.add_argument("--pruner", choices=optuna_search.PRUNERS, default="hyperband",
                         help="stop unpromising trials early on their per-epoch validation error")
     search.add_argument("--max-trials", type=number(int, 1, True), default=None,
-                        help="trials of tpe/random; for grid, a seeded random sample of the grid")
+                        help="distinct settings of tpe/random (a setting drawn again replays its "
+                             "trial and does not count); for grid, a seeded random sample of the grid")
     search.add_argument("--search-seed", type=number(int, 0, True), default=0,
                         help="seeds the grid's sample and the sampler of the study's creator "
                              "(workers that join add a salt of their host and process)")

@@ -28,6 +28,7 @@ The baselines and the Gaussian prior are searched the same way, each with its ow
 """
 import contextlib
 import logging
+import math
 import os
 import socket
 import threading
@@ -219,17 +220,6 @@ def _wait_until_ready(study, settings, timeout=120.0):
                          "use the same options, another --output-dir or another --storage")
 
 
-def _retried_numbers(trials):
-    """Numbers of trials that a later trial retries (their worker died or was interrupted)."""
-    retried = set()
-    with quiet_optuna():
-        for trial in trials:
-            retried.update(optuna.storages.RetryHeartbeatStaleTrialCallback.retry_history(trial))
-    retried.update(trial.user_attrs["retry_of"] for trial in trials
-                   if isinstance(trial.user_attrs.get("retry_of"), int))  # interrupted ones
-    return retried
-
-
 def _next_move(study, settings):
     """'ask' (a trial is waiting, or the budget allows a new one), 'wait' (only trials of other
     workers are left: one may die and be retried) or 'stop'."""
@@ -238,10 +228,25 @@ def _next_move(study, settings):
     if optuna.trial.TrialState.WAITING in states:
         return "ask"
     if settings["sampler"] != "grid":
-        budget = settings["max_trials"]
-        if len(trials) - len(_retried_numbers(trials)) < budget:
+        # the budget is of distinct settings: a sampler may draw a setting again (the trial
+        # then replays its run folder), and a space may hold fewer settings than the budget
+        budget = min(settings["max_trials"], math.prod(map(len, settings["space"].values())))
+        if _settings_tried(trials) < budget:
             return "ask"
     return "wait" if optuna.trial.TrialState.RUNNING in states else "stop"
+
+
+def _settings_tried(trials):
+    """The number of distinct settings the trials have tried or are trying: a trial that
+    repeats or retries a setting does not count again; a running trial whose setting is not
+    sampled yet counts as one."""
+    settings, unsampled = set(), 0
+    for trial in trials:
+        if trial.params:
+            settings.add(tuple(sorted(trial.params.items())))
+        elif trial.state == optuna.trial.TrialState.RUNNING:
+            unsampled += 1
+    return len(settings) + unsampled
 
 
 class _Heartbeat:
@@ -405,7 +410,8 @@ def search(space, epochs, output_dir, base="bbb-mixture-400", overrides=None, sa
         exactly once; 'tpe' and 'random' sample ``max_trials`` settings.
     pruner : {'hyperband', 'median', 'none'}
     max_trials : int, optional
-        Required for 'tpe' and 'random'.
+        Required for 'tpe' and 'random': the number of distinct settings they try (a setting
+        drawn again replays its run folder and does not count).
     seed : int
         Seeds the sample of the grid and the samplers (``seed + worker``).
     storage : str, optional
