@@ -299,16 +299,19 @@ def test_kl_scale_tempers_the_complexity_weight_and_old_records_still_match(tiny
     assert command(tiny_file, tmp_path / "x", "thompson", "--kl-scale", "0") == 2
 
 
-@pytest.mark.parametrize("agent", ["thompson", "greedy-0"])
-def test_the_committed_50k_checkpoints_load_with_their_optimizer_state(agent):
+@pytest.mark.parametrize("folder, agent", [("bandit", "thompson"), ("bandit", "greedy-0"),
+                                           ("bandit-kl2", "thompson")])
+def test_the_committed_50k_checkpoints_load_with_their_optimizer_state(folder, agent):
     """docs/bandit's checkpoints were written by earlier versions; a later version must resume
     them (optimizer state included), not play the agent again from the start."""
     import os
-    path = os.path.join(os.path.dirname(__file__), "..", "docs", "bandit", f"agent-{agent}.bbb")
+    path = os.path.join(os.path.dirname(__file__), "..", "docs", folder, f"agent-{agent}.bbb")
     extra = read_metadata(path)["extra"]
     restored = bandit_run.make_agent(extra["settings"], 117)  # the mushrooms' one-hot features
     loaded = restored.load(path)
-    assert len(loaded["actions"]) == len(extra["actions"]) >= 1000
+    assert len(loaded["actions"]) == len(extra["actions"]) == 50000
+    if folder == "bandit-kl2":
+        assert extra["settings"]["kl_scale"] == 2.0
 
 
 def test_the_restart_loop_script_resumes_to_the_uninterrupted_result(tiny_file, tmp_path):

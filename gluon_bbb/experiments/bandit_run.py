@@ -491,6 +491,6 @@ def _write_summary(output_dir, summary, records, env):
                                                         record["settings"]["seed"])
                  for record in records}
     figure = bandit.plot_cumulative_regret(histories)
-    figure.axes[0].set_title(f"Mushroom bandit (seed {settings['seed']}): cumulative expected "
-                             f"regret, lower is better")
+    figure.axes[0].set_title(f"Mushroom bandit, seed {settings['seed']}\n"
+                             "cumulative expected regret (lower is better)")
     plots.save_png(figure, os.path.join(output_dir, FIGURE))
