@@ -400,3 +400,41 @@ def test_a_damaged_custom_config_is_refused_naming_the_file(change, message):
     with pytest.raises(ValueError, match=message) as caught:
         experiments.runfolder.checked_stored_config(stored, "run/config.json")
     assert str(caught.value).startswith("run/config.json")
+
+
+def _recorded(folder, config, seed, validation, test, **overrides):
+    folder.mkdir(parents=True)
+    result = {"config": config, "validation_error": validation, "test_error_mean": test,
+              "test_error_mc": None, "paper_test_error": experiments.PAPER_TEST_ERROR.get(config),
+              "overrides": dict(overrides, seed=seed), "hyperparameters": {"seed": seed}}
+    (folder / "result.json").write_text(json.dumps(result))
+    return folder
+
+
+def test_the_table_over_seeds_reads_the_recorded_results(tmp_path, capsys):
+    """reproduce-report --recorded: one row per configuration and setting, each seed's test
+    error, their mean and spread, and the seed the validation error selects; nothing is
+    evaluated again (there is no network in these folders)."""
+    folders = [_recorded(tmp_path / "a1", "sgd-1200", 1, 0.0150, 0.0160, lr=0.3),
+               _recorded(tmp_path / "a0", "sgd-1200", 0, 0.0140, 0.0170, lr=0.3),
+               _recorded(tmp_path / "b0", "sgd-1200", 0, 0.0100, 0.0120, lr=0.1)]
+    assert main(["reproduce-report", "--recorded"] + [str(f) for f in folders]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4  # header, rule, two settings
+    assert lines[2] == ("| sgd-1200 | lr=0.3 | 0, 1 | 1.70%, 1.60% | 1.65% | 0.10 | "
+                        "seed 0: 1.70% | 1.88% |")  # seed 0 has the lower validation error
+    assert lines[3].startswith("| sgd-1200 | lr=0.1 | 0 | 1.20% | 1.20% | 0.00 | seed 0: 1.20%")
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"test_error_mean": "1.2%"}, "field 'test_error_mean' must be float"),
+    ({"hyperparameters": {}}, "lacks the field 'seed'"),
+    ({"config": None}, "field 'config' must be str"),
+])
+def test_a_bad_recorded_result_is_one_line(tmp_path, capsys, change, message):
+    folder = _recorded(tmp_path / "run", "sgd-400", 0, 0.01, 0.02)
+    result = json.loads((folder / "result.json").read_text())
+    (folder / "result.json").write_text(json.dumps(dict(result, **change)))
+    assert main(["reproduce-report", "--recorded", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and message in err and "result.json" in err

@@ -40,6 +40,10 @@ def add_parsers(commands):
                           help="run folders (of 'train', 'reproduce' or a search trial)")
     rereport.add_argument("--mc-samples", type=number(int, 1, True), default=MC_SAMPLES,
                           help="weight samples of the Monte Carlo test error")
+    rereport.add_argument("--recorded", action="store_true",
+                          help="evaluate nothing: read each folder's result.json and print one "
+                               "row per configuration and setting over its seeds (each seed's "
+                               "test error, mean, spread, the seed chosen on validation)")
     add_common(rereport)
     rereport.set_defaults(func=reproduce_report_command, command_line=None)
 
@@ -73,7 +77,12 @@ def _configurations_table():
 
 
 def reproduce_report_command(args):
-    """``gluon-bbb reproduce-report``: rewrites result.json of each folder, prints a table."""
+    """``gluon-bbb reproduce-report``: rewrites result.json of each folder, prints a table;
+    with ``--recorded``, reads the result.json files and prints the table over seeds."""
+    if args.recorded:
+        print(protocol.seeds_table([protocol.recorded_result(run_dir)
+                                    for run_dir in args.run_dirs]), end="")
+        return 0
     results = []
     for run_dir in args.run_dirs:
         results.append(protocol.report(run_dir, mc_samples=args.mc_samples,

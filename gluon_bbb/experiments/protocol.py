@@ -52,17 +52,19 @@ import os
 import time
 
 from .._checks import check_int
-from ..checkpoint import write_json
+from ..checkpoint import checked_field, write_json
 from ..context import resolve_context
 from ..machine import machine_info
 from ..runlock import RunFolderLock
 from .configs import (PAPER_TEST_ERROR, describe, format_overrides, get_config, hyperparameters,
                       network_label, run_kind)
 from .runfolder import (CONFIG, FILES, RESULT, append_session, best_of, check_run_dir,
-                        checkpoint_metadata, now, read_run_config, read_sessions, renamed_record)
+                        checkpoint_metadata, now, read_result, read_run_config, read_sessions,
+                        renamed_record)
 from .runners import loaders_for, make_runner
 
-__all__ = ["MC_SAMPLES", "run", "evaluate_run", "report", "results_table"]
+__all__ = ["MC_SAMPLES", "run", "evaluate_run", "report", "results_table", "recorded_result",
+           "seeds_table"]
 
 logger = logging.getLogger(__name__)
 
@@ -335,4 +337,63 @@ def results_table(results):
             f"{result['num_weights']:,} | {result['epochs_run']} | {result['best_epoch']} | "
             f"{100 * result['validation_error']:.2f}% | {100 * result['test_error_mean']:.2f}% | "
             f"{mc_cell} | {paper_cell} |")
+    return "\n".join(lines) + "\n"
+
+
+def recorded_result(run_dir):
+    """The ``result.json`` of a run folder with the fields :func:`seeds_table` reads checked
+    (the file may come from someone else), without evaluating anything again.
+
+    Raises
+    ------
+    FileNotFoundError
+        The folder has no ``result.json``.
+    ValueError
+        A field is missing or of the wrong type (one line naming the file).
+    """
+    result = read_result(run_dir)
+    path = os.path.join(run_dir, RESULT)
+    checked_field(result, "config", str, path)
+    for key in ("validation_error", "test_error_mean"):
+        checked_field(result, key, float, path)
+    checked_field(result, "paper_test_error", (float, type(None)), path, optional=True)
+    checked_field(result, "overrides", dict, path, optional=True)
+    checked_field(checked_field(result, "hyperparameters", dict, path), "seed", int, path)
+    return result
+
+
+def seeds_table(results):
+    """A markdown table of results grouped by configuration and setting (the overrides but the
+    seed): the test error of every seed, their mean and spread (largest minus smallest), the
+    seed that the validation error selects, and the paper's number.
+
+    Parameters
+    ----------
+    results : list of dict
+        :func:`report` results, or :func:`recorded_result` ones.
+
+    Returns
+    -------
+    str, one row per configuration and setting, in the order they first appear.
+    """
+    groups = {}
+    for result in results:
+        overrides = {key: value for key, value in (result.get("overrides") or {}).items()
+                     if key != "seed"}
+        groups.setdefault((result["config"], format_overrides(overrides)), []).append(result)
+    lines = ["| configuration | changed | seeds | test error per seed | mean | spread "
+             "| selected on validation | paper |",
+             "| --- | --- | --- | --- | ---: | ---: | --- | ---: |"]
+    for (config, changed), group in groups.items():
+        group = sorted(group, key=lambda r: r["hyperparameters"]["seed"])
+        errors = [100 * r["test_error_mean"] for r in group]
+        selected = min(group, key=lambda r: (r["validation_error"], r["hyperparameters"]["seed"]))
+        paper = group[0].get("paper_test_error")
+        lines.append(
+            f"| {config} | {changed or '-'} | "
+            f"{', '.join(str(r['hyperparameters']['seed']) for r in group)} | "
+            f"{', '.join(f'{e:.2f}%' for e in errors)} | {sum(errors) / len(errors):.2f}% | "
+            f"{max(errors) - min(errors):.2f} | seed {selected['hyperparameters']['seed']}: "
+            f"{100 * selected['test_error_mean']:.2f}% | "
+            f"{'-' if paper is None else f'{paper:.2f}%'} |")
     return "\n".join(lines) + "\n"
