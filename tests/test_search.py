@@ -276,6 +276,13 @@ def test_a_sampled_search_counts_distinct_settings_and_stops_when_the_space_is_s
     assert settings[-1] not in settings[:-1]  # the last trial was the one that completed it
     assert len(list((out / "trials").iterdir())) == 3
     assert all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
+    rows = search_report.trial_rows(_study(out))  # the report names what each repeat repeats
+    first = {}
+    for row in rows:
+        assert row["repeat_of"] == first.get(row["lr"])
+        first.setdefault(row["lr"], row["number"])
+    table = search_report.search_table(rows, _study(out).user_attrs["settings"]["space"])
+    assert "| retry of | repeat of |" in table
 
 
 def test_another_search_in_the_same_folder_is_refused(tmp_path, fake_mnist, capsys):

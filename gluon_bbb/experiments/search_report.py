@@ -78,10 +78,11 @@ def _setting(trial, space):
 def trial_rows(study):
     """One dict per trial: 'number', 'state', the setting, 'value' (best validation error of a
     complete trial, else None), 'best_epoch', 'epochs_run', 'epochs_reported', 'best_reported'
-    (the lowest validation error reported, also of a pruned trial), 'retry_of', 'folder'
-    (relative to the search folder, or None)."""
+    (the lowest validation error reported, also of a pruned trial), 'retry_of', 'repeat_of'
+    (the first trial of the same setting, when a sampler drew it again), 'folder' (relative to
+    the search folder, or None)."""
     space = study.user_attrs["settings"]["space"]
-    rows = []
+    rows, first_of = [], {}
     for trial in study.get_trials(deepcopy=False):
         setting = _setting(trial, space)
         with quiet_optuna():
@@ -89,12 +90,17 @@ def trial_rows(study):
         if retry_of is None and isinstance(trial.user_attrs.get("retry_of"), int):
             retry_of = trial.user_attrs["retry_of"]  # queued again after an interruption
         value = trial.value if trial.state == optuna.trial.TrialState.COMPLETE else None
+        repeat_of = None
+        if setting is not None:
+            key = tuple(sorted(setting.items()))
+            repeat_of = first_of.get(key) if retry_of is None else None
+            first_of.setdefault(key, trial.number)
         rows.append(dict(setting or {}, number=trial.number, state=trial.state.name.lower(),
                          value=value, best_epoch=trial.user_attrs.get("best_epoch"),
                          epochs_run=trial.user_attrs.get("epochs_run"),
                          epochs_reported=len(trial.intermediate_values),
                          best_reported=min(trial.intermediate_values.values(), default=None),
-                         retry_of=retry_of,
+                         retry_of=retry_of, repeat_of=repeat_of,
                          folder=None if setting is None else os.path.join(TRIALS,
                                                                           trial_name(setting))))
     return rows
@@ -123,8 +129,9 @@ def search_table(rows, space):
     best reported error is in parentheses."""
     keys = list(space)
     lines = ["| trial | state | " + " | ".join(keys) + " | epochs | best epoch | best validation "
-             "error | retry of |",
-             "| ---: | --- | " + " | ".join("---:" for _ in keys) + " | ---: | ---: | ---: | ---: |"]
+             "error | retry of | repeat of |",
+             "| ---: | --- | " + " | ".join("---:" for _ in keys)
+             + " | ---: | ---: | ---: | ---: | ---: |"]
     ordered = sorted(rows, key=lambda r: (r["value"] is None, r["value"] or 0.0, r["number"]))
     for row in ordered:
         cells = [f"{row[key]:g}" if isinstance(row.get(key), (int, float)) else
@@ -138,7 +145,8 @@ def search_table(rows, space):
         epochs = row["epochs_run"] if row["epochs_run"] is not None else row["epochs_reported"]
         lines.append(f"| {row['number']} | {row['state']} | {' | '.join(cells)} | {epochs} | "
                      f"{row['best_epoch'] if row['best_epoch'] is not None else '-'} | {value} | "
-                     f"{'-' if row['retry_of'] is None else row['retry_of']} |")
+                     f"{'-' if row['retry_of'] is None else row['retry_of']} | "
+                     f"{'-' if row['repeat_of'] is None else row['repeat_of']} |")
     return "\n".join(lines) + "\n"
 
 
