@@ -33,7 +33,6 @@ SPACE_KEYS = {
 _NAME_ORDER = SEARCH_KEYS + ("sigma", "momentum", "dropout", "optimizer", "lr_decay")
 
 
-
 def search_kind(base):
     """The kind of search a base configuration has (a key of :data:`SPACE_KEYS`): its prior
     ('scale-mixture', 'gaussian') for Bayes by Backprop, else its method ('sgd', 'dropout'),
