@@ -214,7 +214,8 @@ def test_the_report_evaluates_the_best_trial_once_and_draws_the_figures(tmp_path
 @pytest.mark.parametrize("base, keys, folder_files", [
     ("dropout-400", ["--lr", "0.1", "0.05", "--momentum", "0", "0.9", "--dropout", "0.5"],
      ("best.params", "checkpoint.ckpt")),
-    ("bbb-gaussian-400", ["--sigma", "1", "0.1"], ("best.bbb", "checkpoint.bbb")),
+    # sigma e^-1 with all its digits: --print-best must give back exactly the trial's value
+    ("bbb-gaussian-400", ["--sigma", "1", "0.36787944117144233"], ("best.bbb", "checkpoint.bbb")),
 ])
 def test_the_baselines_and_the_gaussian_prior_are_searched_alike(base, keys, folder_files,
                                                                    tmp_path, fake_mnist, capsys):

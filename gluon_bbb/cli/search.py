@@ -109,8 +109,7 @@ def add_parsers(commands):
 
 
 def _space(args):
-    keys = ("lr", "num_samples", "pi", "log_sigma1", "log_sigma2", "sigma", "momentum",
-            "dropout", "optimizer", "lr_decay")
+    keys = dict.fromkeys(key for kind_keys in spaces.SPACE_KEYS.values() for key in kind_keys)
     values = {key: getattr(args, key) for key in keys if getattr(args, key) is not None}
     return spaces.search_space(args.base, **values)
 
@@ -123,8 +122,7 @@ def search_command(args):
         if args.max_trials is not None:
             settings = spaces.sample_settings(settings, args.max_trials, seed=args.search_seed)
         for setting in settings:
-            print(",".join(f"{key}={value:g}" if not isinstance(value, str) else
-                           f"{key}={value}" for key, value in setting.items()))
+            print(spaces.format_setting(setting))
         return 0
     resolve_context(args.ctx)
     options = dict(base=args.base, overrides=overrides_of(args), sampler=args.sampler,

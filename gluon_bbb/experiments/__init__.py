@@ -35,7 +35,8 @@ from .runners import make_runner
 from .spaces import grid_settings, sample_settings, search_space
 
 __all__ = ["bandit_run", "configs", "protocol", "runfolder", "runners", "search",
-           "search_report", "spaces", "uncertainty_eval", "CONFIGS", "CUSTOM", "DESCRIPTIONS", "EXTRA_KEYS", "PAPER_GRID",
+           "search_report", "spaces", "uncertainty_eval", "CONFIGS", "CUSTOM", "DESCRIPTIONS",
+           "EXTRA_KEYS", "PAPER_GRID",
            "PAPER_TEST_ERROR", "SEARCH_KEYS", "custom_config", "describe", "get_config",
            "learning_rate_schedule", "parse_setting", "make_runner", "evaluate_run", "report",
            "results_table", "run", "read_result", "grid_settings", "sample_settings",

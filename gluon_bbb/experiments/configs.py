@@ -20,7 +20,8 @@ from ..estimators import ESTIMATORS
 from ..priors import GaussianPrior, ScaleMixturePrior
 
 __all__ = ["INPUT_SIZE", "PROTOCOL", "PAPER_GRID", "SEARCH_KEYS", "EXTRA_KEYS", "CHOICES",
-           "PRIOR_KEYS", "MOMENTUM_OPTIMIZERS", "CUSTOM", "LATER_DEFAULTS", "PAPER_TEST_ERROR", "CONFIGS",
+           "PRIOR_KEYS", "MOMENTUM_OPTIMIZERS", "CUSTOM", "LATER_DEFAULTS", "PAPER_TEST_ERROR",
+           "CONFIGS",
            "DESCRIPTIONS", "get_config", "custom_config", "base_config", "check_hyperparameter",
            "format_overrides", "describe", "network_label", "make_prior", "run_kind", "hyperparameters",
            "learning_rate_schedule", "parse_setting"]

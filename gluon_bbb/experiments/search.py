@@ -50,8 +50,8 @@ from .runners import loaders_for
 from .spaces import (SPACE_KEYS, grid_settings, sample_settings, search_kind, search_space,
                      trial_name)
 
-__all__ = ["SPACE_KEYS", "search_kind", "SAMPLERS", "PRUNERS", "STUDY_NAME", "TRIALS", "grid_settings",
-           "sample_settings", "search_space", "trial_name", "storage_url", "open_storage",
+__all__ = ["SPACE_KEYS", "search_kind", "SAMPLERS", "PRUNERS", "STUDY_NAME", "TRIALS",
+           "grid_settings", "sample_settings", "search_space", "trial_name", "storage_url", "open_storage",
            "study_settings", "open_study", "work", "search", "quiet_optuna"]
 
 logger = logging.getLogger(__name__)

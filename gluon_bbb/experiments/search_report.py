@@ -17,7 +17,7 @@ from ..checkpoint import atomic_write_bytes
 from .configs import check_hyperparameter
 from .protocol import MC_SAMPLES, report
 from .search import STUDY_NAME, TRIALS, open_storage, quiet_optuna, storage_url, study_settings
-from .spaces import search_space, trial_name
+from .spaces import format_setting, search_space, trial_name
 
 __all__ = ["SEARCH_MD", "FIGURES", "load_search", "trial_rows", "best_row", "best_setting",
            "search_table", "report_search"]
@@ -119,9 +119,7 @@ def best_setting(study):
     best = best_row(trial_rows(study))
     if best is None:
         raise ValueError("the search has no complete trial yet")
-    space = study.user_attrs["settings"]["space"]
-    return ",".join(f"{key}={best[key]:g}" if not isinstance(best[key], str) else
-                    f"{key}={best[key]}" for key in space)
+    return format_setting({key: best[key] for key in study.user_attrs["settings"]["space"]})
 
 
 def search_table(rows, space):

@@ -14,7 +14,7 @@ from .._checks import check_int
 from .configs import CONFIGS, PAPER_GRID, SEARCH_KEYS, check_hyperparameter
 
 __all__ = ["SPACE_KEYS", "search_kind", "search_space", "grid_settings", "sample_settings",
-           "trial_name"]
+           "trial_name", "format_setting"]
 
 
 #: The keys a search may vary, per kind of base configuration (:func:`search_kind`): for the
@@ -127,3 +127,11 @@ def trial_name(setting):
              "dropout": "dropout", "optimizer": "", "lr_decay": "decay"}
     return "_".join(f"{short[key]}{setting[key]:g}" if key != "optimizer" else setting[key]
                     for key in _NAME_ORDER if key in setting)
+
+
+def format_setting(setting):
+    """A setting as ``key=value`` pairs separated by commas, what ``reproduce --set`` and
+    :func:`~gluon_bbb.experiments.configs.parse_setting` read back exactly (numbers by
+    ``repr``: no digit is lost)."""
+    return ",".join(f"{key}={value}" if isinstance(value, str) else f"{key}={value!r}"
+                    for key, value in setting.items())
