@@ -402,10 +402,11 @@ def test_a_damaged_custom_config_is_refused_naming_the_file(change, message):
     assert str(caught.value).startswith("run/config.json")
 
 
-def _recorded(folder, config, seed, validation, test, **overrides):
+def _recorded(folder, config, seed, validation, test, mc=None, seconds=None, **overrides):
     folder.mkdir(parents=True)
     result = {"config": config, "validation_error": validation, "test_error_mean": test,
-              "test_error_mc": None, "paper_test_error": experiments.PAPER_TEST_ERROR.get(config),
+              "test_error_mc": mc, "train_seconds": seconds,
+              "paper_test_error": experiments.PAPER_TEST_ERROR.get(config),
               "overrides": dict(overrides, seed=seed), "hyperparameters": {"seed": seed}}
     (folder / "result.json").write_text(json.dumps(result))
     return folder
@@ -415,21 +416,25 @@ def test_the_table_over_seeds_reads_the_recorded_results(tmp_path, capsys):
     """reproduce-report --recorded: one row per configuration and setting, each seed's test
     error, their mean and spread, and the seed the validation error selects; nothing is
     evaluated again (there is no network in these folders)."""
-    folders = [_recorded(tmp_path / "a1", "sgd-1200", 1, 0.0150, 0.0160, lr=0.3),
-               _recorded(tmp_path / "a0", "sgd-1200", 0, 0.0140, 0.0170, lr=0.3),
-               _recorded(tmp_path / "b0", "sgd-1200", 0, 0.0100, 0.0120, lr=0.1)]
+    folders = [_recorded(tmp_path / "a1", "sgd-1200", 1, 0.0150, 0.0160, seconds=812.4, lr=0.3),
+               _recorded(tmp_path / "a0", "sgd-1200", 0, 0.0140, 0.0170, seconds=1500.6, lr=0.3),
+               _recorded(tmp_path / "b0", "sgd-1200", 0, 0.0100, 0.0120, lr=0.1),
+               _recorded(tmp_path / "c0", "bbb-mixture-1200", 0, 0.0130, 0.0140, mc=0.0151)]
     assert main(["reproduce-report", "--recorded"] + [str(f) for f in folders]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 4  # header, rule, two settings
-    assert lines[2] == ("| sgd-1200 | lr=0.3 | 0, 1 | 1.70%, 1.60% | 1.65% | 0.10 | "
-                        "seed 0: 1.70% | 1.88% |")  # seed 0 has the lower validation error
-    assert lines[3].startswith("| sgd-1200 | lr=0.1 | 0 | 1.20% | 1.20% | 0.00 | seed 0: 1.20%")
+    assert len(lines) == 5  # header, rule, three settings
+    assert lines[2] == ("| sgd-1200 | lr=0.3 | 0, 1 | 1.40%, 1.50% | 1.70%, 1.60% | -, - | 1.65% | "
+                        "0.10 | seed 0: 1.70% | 1.88% | 1,501, 812 |")  # seed 0: lower validation
+    assert lines[3] == ("| sgd-1200 | lr=0.1 | 0 | 1.00% | 1.20% | - | 1.20% | 0.00 | "
+                        "seed 0: 1.20% | 1.88% | - |")
+    assert lines[4].startswith("| bbb-mixture-1200 | - | 0 | 1.30% | 1.40% | 1.51% | 1.40% |")
 
 
 @pytest.mark.parametrize("change, message", [
     ({"test_error_mean": "1.2%"}, "field 'test_error_mean' must be float"),
     ({"hyperparameters": {}}, "lacks the field 'seed'"),
     ({"config": None}, "field 'config' must be str"),
+    ({"train_seconds": "812"}, "field 'train_seconds' must be"),
 ])
 def test_a_bad_recorded_result_is_one_line(tmp_path, capsys, change, message):
     folder = _recorded(tmp_path / "run", "sgd-400", 0, 0.01, 0.02)

@@ -356,7 +356,8 @@ def recorded_result(run_dir):
     checked_field(result, "config", str, path)
     for key in ("validation_error", "test_error_mean"):
         checked_field(result, key, float, path)
-    checked_field(result, "paper_test_error", (float, type(None)), path, optional=True)
+    for key in ("paper_test_error", "test_error_mc", "train_seconds"):
+        checked_field(result, key, (float, type(None)), path, optional=True)
     checked_field(result, "overrides", dict, path, optional=True)
     checked_field(checked_field(result, "hyperparameters", dict, path), "seed", int, path)
     return result
@@ -364,8 +365,10 @@ def recorded_result(run_dir):
 
 def seeds_table(results):
     """A markdown table of results grouped by configuration and setting (the overrides but the
-    seed): the test error of every seed, their mean and spread (largest minus smallest), the
-    seed that the validation error selects, and the paper's number.
+    seed): the validation and test error of every seed (the test error of the posterior mean,
+    and of the Monte Carlo average where there is one), their mean and spread (largest minus
+    smallest), the seed that the validation error selects, the paper's number and the training
+    time of every seed.
 
     Parameters
     ----------
@@ -376,14 +379,19 @@ def seeds_table(results):
     -------
     str, one row per configuration and setting, in the order they first appear.
     """
+    def per_seed(group, key, scale=100.0, unit="%", digits=2):
+        return ", ".join("-" if r.get(key) is None else f"{scale * r[key]:,.{digits}f}{unit}"
+                         for r in group)
+
     groups = {}
     for result in results:
         overrides = {key: value for key, value in (result.get("overrides") or {}).items()
                      if key != "seed"}
         groups.setdefault((result["config"], format_overrides(overrides)), []).append(result)
-    lines = ["| configuration | changed | seeds | test error per seed | mean | spread "
-             "| selected on validation | paper |",
-             "| --- | --- | --- | --- | ---: | ---: | --- | ---: |"]
+    lines = ["| configuration | changed | seeds | validation per seed | test error per seed "
+             "| MC test error per seed | mean | spread | selected on validation | paper "
+             "| training seconds per seed |",
+             "| --- | --- | --- | --- | --- | --- | ---: | ---: | --- | ---: | --- |"]
     for (config, changed), group in groups.items():
         group = sorted(group, key=lambda r: r["hyperparameters"]["seed"])
         errors = [100 * r["test_error_mean"] for r in group]
@@ -392,8 +400,11 @@ def seeds_table(results):
         lines.append(
             f"| {config} | {changed or '-'} | "
             f"{', '.join(str(r['hyperparameters']['seed']) for r in group)} | "
-            f"{', '.join(f'{e:.2f}%' for e in errors)} | {sum(errors) / len(errors):.2f}% | "
+            f"{per_seed(group, 'validation_error')} | {per_seed(group, 'test_error_mean')} | "
+            f"{per_seed(group, 'test_error_mc')} | "
+            f"{sum(errors) / len(errors):.2f}% | "
             f"{max(errors) - min(errors):.2f} | seed {selected['hyperparameters']['seed']}: "
             f"{100 * selected['test_error_mean']:.2f}% | "
-            f"{'-' if paper is None else f'{paper:.2f}%'} |")
+            f"{'-' if paper is None else f'{paper:.2f}%'} | "
+            f"{per_seed(group, 'train_seconds', scale=1.0, unit='', digits=0)} |")
     return "\n".join(lines) + "\n"
