@@ -30,7 +30,7 @@ def _data_or_skip(dataset="mnist"):
 
 #: The committed deterministic baselines of Table 1 (best.params only, no per-epoch checkpoint).
 BASELINE_RUNS = ["sgd-400", "dropout-400", "sgd-lenet", "dropout-lenet", "fashion-sgd-lenet",
-                 "fashion-dropout-lenet"]
+                 "fashion-dropout-lenet", "searched-sgd-1200-seed1"]
 
 
 def test_committed_checkpoints_are_in_the_current_format_without_optimizer_state():
@@ -96,3 +96,28 @@ def test_committed_pruning_table_reproduces(tmp_path, name):
         at_95, at_98 = PRUNING_TARGETS[name]
         assert by_row["snr", 0.95] - by_row["snr", 0.0] <= at_95
         assert by_row["snr", 0.98] - by_row["snr", 0.0] <= at_98
+
+
+#: Issue 20: the record (config, result, log) of every seed behind the Table 1 rows at 2x800 and
+#: 2x1200, from which `gluon-bbb reproduce-report --recorded` writes the table over seeds.
+SEED_RECORDS = RESULTS / "table1-seeds"
+
+
+def test_the_table_over_seeds_is_written_from_the_committed_records(capsys):
+    folders = sorted(SEED_RECORDS.iterdir())
+    assert main(["reproduce-report", "--recorded"] + [str(f) for f in folders]) == 0
+    rows = capsys.readouterr().out.splitlines()[2:]
+    assert {row.split(" | ")[0].lstrip("| ") for row in rows} == {
+        json.loads((folder / "result.json").read_text())["config"] for folder in folders}
+
+
+@pytest.mark.parametrize("name", sorted(path.name for path in RESULTS.glob("searched-*-1200-seed*")))
+def test_a_committed_2x1200_network_is_the_recorded_seed(name):
+    """Each committed 2x1200 network is one of the recorded seeds, with the same measurements
+    (a finished run asked again reports again: the times of the report may differ)."""
+    committed = json.loads((RESULTS / name / "result.json").read_text())
+    record = SEED_RECORDS / f"{committed['config']}-s{committed['hyperparameters']['seed']}"
+    recorded = json.loads((record / "result.json").read_text())
+    for key in ("config", "hyperparameters", "history", "best_epoch", "validation_error",
+                "test_error_mean", "test_error_mc"):
+        assert committed[key] == recorded[key], key
