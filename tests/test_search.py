@@ -209,6 +209,28 @@ def test_the_report_evaluates_the_best_trial_once_and_draws_the_figures(tmp_path
     assert evaluated == [best["folder"]] * evaluated.count(best["folder"])  # the best only
     for name in search_report.FIGURES.values():
         assert (out / name).read_bytes().startswith(b"\x89PNG"), name
+    sessions = [s for folder in (out / "trials").iterdir()
+                for s in json.loads((folder / "sessions.json").read_text())]
+    epochs = sum(s["epochs_after"] - s["epochs_before"] for s in sessions)
+    # the study agrees: a repeated setting reports its folder's epochs again without training
+    assert epochs == sum(row["epochs_reported"] for row in rows if row["repeat_of"] is None)
+    seconds = sum(s["seconds"] for s in sessions)
+    assert (f"Training time, summed over the trials: {seconds:,.0f} s for {epochs} epochs."
+            in text)
+
+
+def test_a_bad_session_record_of_a_trial_is_one_line(tmp_path, fake_mnist, capsys):
+    out = tmp_path / "search"
+    assert main(_search_args(out, fake_mnist, "--epochs", "1", "--lr", "1e-3",
+                             "--log-sigma2", "6", "--pruner", "none")) == 0
+    [folder] = (out / "trials").iterdir()
+    sessions = json.loads((folder / "sessions.json").read_text())
+    sessions[0]["seconds"] = "12 s"
+    (folder / "sessions.json").write_text(json.dumps(sessions))
+    capsys.readouterr()
+    assert main(["search-report", str(out), "--data-dir", str(fake_mnist)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "sessions.json" in err and "'seconds'" in err
 
 
 @pytest.mark.parametrize("base, keys, folder_files", [

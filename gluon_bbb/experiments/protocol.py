@@ -264,7 +264,7 @@ def report(run_dir, mc_samples=MC_SAMPLES, data_dir=None, ctx=None, command=None
                          f"the history says {best['epoch']}: a training is writing the folder "
                          "(try again in a moment), or the folder was modified")
     sessions = read_sessions(run_dir)
-    wall = sum(s.get("seconds", 0.0) for s in sessions)
+    wall = sum(s["seconds"] for s in sessions)
     commands = [s.get("command") for s in sessions]
     fused_sessions = [s["fused"] for s in sessions if s.get("fused")]
     if _session is not None:  # called by run(): its session is not in sessions.json yet

@@ -148,12 +148,24 @@ def append_session(run_dir, session):
 
 
 def read_sessions(run_dir):
+    """The training sessions recorded in a run folder (``[]`` before the first), each with its
+    'seconds' (float) and 'epochs_before' and 'epochs_after' (int) checked.
+
+    Raises
+    ------
+    CheckpointError
+        The file or a record is malformed (one line naming the file).
+    """
     path = os.path.join(run_dir, SESSIONS)
     if not os.path.exists(path):
         return []
     sessions = read_json(path, "a list of training sessions", kind=list)
     if not all(isinstance(session, dict) for session in sessions):
         raise CheckpointError(f"{path} holds something other than session records")
+    for session in sessions:
+        checked_field(session, "seconds", float, path)
+        checked_field(session, "epochs_before", int, path)
+        checked_field(session, "epochs_after", int, path)
     return sessions
 
 

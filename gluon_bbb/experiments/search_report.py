@@ -16,11 +16,12 @@ from .. import plots
 from ..checkpoint import atomic_write_bytes
 from .configs import check_hyperparameter
 from .protocol import MC_SAMPLES, report
+from .runfolder import read_sessions
 from .search import STUDY_NAME, TRIALS, open_storage, quiet_optuna, storage_url, study_settings
 from .spaces import format_setting, search_space, trial_name
 
 __all__ = ["SEARCH_MD", "FIGURES", "load_search", "trial_rows", "best_row", "best_setting",
-           "search_table", "report_search"]
+           "training_time", "search_table", "report_search"]
 
 logger = logging.getLogger(__name__)
 
@@ -122,6 +123,28 @@ def best_setting(study):
     return format_setting({key: best[key] for key in study.user_attrs["settings"]["space"]})
 
 
+def training_time(output_dir, rows):
+    """The training done by a search: seconds and epochs summed over the sessions recorded in
+    its distinct trial folders (a repeated or retried setting trains in its first folder).
+
+    Returns
+    -------
+    (float, int)
+        Seconds and epochs.
+
+    Raises
+    ------
+    ValueError
+        A trial's ``sessions.json`` is malformed (one line naming the file).
+    """
+    seconds, epochs = 0.0, 0
+    for folder in sorted({row["folder"] for row in rows if row["folder"] is not None}):
+        for session in read_sessions(os.path.join(output_dir, folder)):
+            seconds += session["seconds"]
+            epochs += session["epochs_after"] - session["epochs_before"]
+    return seconds, epochs
+
+
 def search_table(rows, space):
     """A markdown table of :func:`trial_rows`, best validation error first; a pruned trial's
     best reported error is in parentheses."""
@@ -207,6 +230,9 @@ def report_search(output_dir, storage=None, mc_samples=MC_SAMPLES, data_dir=None
             + ", ".join(f"{count} {state}" for state, count in sorted(counts.items())) + ". "
             "The value of a trial is the lowest validation error over its epochs (of the posterior "
             "mean for Bayes by Backprop); the search never touches the test set.",
+            "",
+            "Training time, summed over the trials: {:,.0f} s for {} epochs.".format(
+                *training_time(output_dir, rows)),
             ""]
     if result is not None:
         test = f"{100 * result['test_error_mean']:.2f}%"
