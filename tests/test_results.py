@@ -30,7 +30,8 @@ def _data_or_skip(dataset="mnist"):
 
 #: The committed deterministic baselines of Table 1 (best.params only, no per-epoch checkpoint).
 BASELINE_RUNS = ["sgd-400", "dropout-400", "sgd-lenet", "dropout-lenet", "fashion-sgd-lenet",
-                 "fashion-dropout-lenet", "searched-sgd-1200-seed1"]
+                 "fashion-dropout-lenet", "searched-sgd-1200-seed1",
+                 "searched-dropout-1200-seed1"]
 
 
 def test_committed_checkpoints_are_in_the_current_format_without_optimizer_state():
