@@ -18,7 +18,7 @@ HEADLINE_RUNS = ["bbb-mixture-400-ls8-kl0.3-s2", "bbb-mixture-400-ls8", "bbb-mix
                  "bbb-gaussian-400", "fashion-bbb-mixture-400-kl0.1", "bbb-mixture-lenet",
                  "fashion-bbb-mixture-lenet", "bbb-mixture-lenet-kl0.1",
                  "searched-mixture-400-seed1", "searched-mixture-1200-seed0",
-                 "searched-mixture-1200-seed1"]
+                 "searched-mixture-1200-seed1", "searched-gaussian-1200-seed1"]
 
 
 def _data_or_skip(dataset="mnist"):
