@@ -100,7 +100,8 @@ def test_committed_pruning_table_reproduces(tmp_path, name):
 
 
 #: Issue 20: the record (config, result, log) of every seed behind the Table 1 rows at 2x800 and
-#: 2x1200, from which `gluon-bbb reproduce-report --recorded` writes the table over seeds.
+#: 2x1200 (and the 2x400 Gaussian prior's seed 1), from which `gluon-bbb reproduce-report
+#: --recorded` writes the table over seeds.
 SEED_RECORDS = RESULTS / "table1-seeds"
 
 
