@@ -784,6 +784,31 @@ REGISTER_OP(gluon_bbb_normal)
     .setInferShape(normal_shape)
     .setForward(normal_forward, "cpu");
 
+// ------------------------------------------------------------------ the mutable-input bridge
+// MXNet asks a library for an operator's mutable inputs (the finite guard's gradients, Adam's
+// weights and moments) on every call, through _opCallMutateInputs. The definition in the
+// wheel's lib_api.cc hands back an index array from malloc, and MXNet's side
+// (src/c_api/c_api.cc, the mutate_inputs lambda) copies it and never frees it: 4 bytes per
+// index plus malloc's overhead leaked at every call, so a long run grew without bound.
+// The build renames lib_api.cc's definition (-D_opCallMutateInputs=..., see fused.py), and
+// this one keeps the array in a buffer of the calling thread instead. MXNet copies the indices
+// before that thread can call again, so the buffer may be reused and nothing is allocated per
+// call once it has its size.
+#undef _opCallMutateInputs
+extern "C" int _opCallMutateInputs(mutateInputs_t mutate, const char* const* keys,
+                                   const char* const* vals, int num, int** mutate_indices,
+                                   int* indices_size) {
+  std::unordered_map<std::string, std::string> attrs;
+  for (int i = 0; i < num; i++) attrs[std::string(keys[i])] = std::string(vals[i]);
+  thread_local std::vector<int> indices;
+  indices.clear();
+  const int status = mutate(attrs, &indices);
+  if (!status) return status;
+  *indices_size = static_cast<int>(indices.size());
+  *mutate_indices = indices.data();
+  return status;
+}
+
 MXReturnValue initialize(int version) {
   if (version < 10900) {
     MX_ERROR_MSG << "gluon_bbb_variational needs MXNet >= 1.9, got version " << version;
