@@ -312,26 +312,3 @@ def test_the_committed_50k_checkpoints_load_with_their_optimizer_state(folder, a
     assert len(loaded["actions"]) == len(extra["actions"]) == 50000
     if folder == "bandit-kl2":
         assert extra["settings"]["kl_scale"] == 2.0
-
-
-def test_the_restart_loop_script_resumes_to_the_uninterrupted_result(tiny_file, tmp_path):
-    """scripts/bandit_restart_loop.sh restarts the command after every checkpoint (EVERY=1):
-    the 4,000 steps played by several processes equal one uninterrupted run."""
-    import os
-    import subprocess
-    import sys
-    script = os.path.join(os.path.dirname(__file__), "..", "scripts", "bandit_restart_loop.sh")
-    options = ["--steps", "4000", "--num-minibatches", "1", "--mushroom", str(tiny_file)]
-    env = dict(os.environ, EVERY="1", POLL="0.05", OMP_NUM_THREADS="1",
-               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
-    looped, log = tmp_path / "looped", tmp_path / "loop.log"
-    done = subprocess.run(["bash", script, str(looped), "greedy-0", str(log), "--"] + options,
-                          env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
-    assert "restarting from the checkpoint" in done.stdout and "greedy-0 finished" in done.stdout
-    assert log.read_text().count("playing 4000 steps") >= 2  # more than one process
-    straight = tmp_path / "straight"
-    assert main(["bandit", "--output-dir", str(straight), "--agents", "greedy-0", "--no-progress"]
-                + options) == 0
-    assert record(looped, "greedy-0")["actions"] == record(straight, "greedy-0")["actions"]
-    assert subprocess.run(["bash", script, "x"], capture_output=True).returncode == 2
