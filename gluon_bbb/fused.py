@@ -6,7 +6,8 @@ random states, sigma = softplus(rho), w = mu + sigma * eps (section 3.2, step 2)
 complexity sum_j [log q(w_j | theta) - log P(w_j)] of Eq. (8); its backward pass gives the
 gradients with respect to mu and rho. Three helpers share the library: ``gluon_bbb_finite_guard``
 (:func:`finite_guard`, the skip of a non-finite step in one pass), ``gluon_bbb_adam``
-(:class:`FusedAdam`, MXNet's Adam rule over all tensors in one pass) and ``gluon_bbb_normal``
+(:class:`FusedAdam`, MXNet's Adam rule over all tensors in one pass), ``gluon_bbb_sgd``
+(:class:`FusedSGD`, MXNet's SGD rule, with or without momentum, likewise) and ``gluon_bbb_normal``
 (:func:`normal_sample`, mean + std * eps from the same random streams, for the local
 reparameterisation of :meth:`gluon_bbb.BBBTrainer.predict_proba`). The source is
 ``gluon_bbb/_ext/variational_op.cc``.
@@ -40,7 +41,7 @@ from mxnet import nd
 
 from .priors import GaussianPrior, ScaleMixturePrior
 
-__all__ = ["FusedStatus", "FusedAdam", "FiniteGuard", "adam", "fused_status", "fused_path",
+__all__ = ["FusedStatus", "FusedAdam", "FusedSGD", "fused_optimizer", "FiniteGuard", "adam", "fused_status", "fused_path",
            "load_fused_op", "variational_sample", "finite_guard", "normal_sample", "OP_NAME", "NORMAL_OP_NAME", "OPERATORS", "ENV_SWITCH"]
 
 logger = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ OP_NAME = "gluon_bbb_variational"
 #: The operator behind :func:`normal_sample`.
 NORMAL_OP_NAME = "gluon_bbb_normal"
 #: Every operator the library registers; a library lacking one is not used.
-OPERATORS = (OP_NAME, "gluon_bbb_finite_guard", "gluon_bbb_adam", NORMAL_OP_NAME)
+OPERATORS = (OP_NAME, "gluon_bbb_finite_guard", "gluon_bbb_adam", "gluon_bbb_sgd", NORMAL_OP_NAME)
 #: Set to 0 to disable the fused operator everywhere.
 ENV_SWITCH = "GLUON_BBB_FUSED"
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_ext", "variational_op.cc")
@@ -395,8 +396,47 @@ def normal_sample(mean, std=None, variance=None):
     return getattr(nd, NORMAL_OP_NAME)(mean, scale, scale_is=scale_is)
 
 
+def _fusable(operator, weights, grads):
+    """Whether the library's ``operator`` takes these tensors: it is loaded, and the tensors are
+    dense, on the CPU, and all float32 or all float64."""
+    return (hasattr(nd, operator) and weights[0].context.device_type == "cpu"
+            and all(w.dtype == weights[0].dtype and np.dtype(w.dtype).name in ("float32", "float64")
+                    for w in weights)
+            and not any(getattr(g, "stype", "default") != "default" for g in grads))
+
+
+def _number_list(values):
+    return ",".join(repr(float(v)) for v in values)
+
+
+class _FusedUpdates:
+    """What FusedAdam and FusedSGD share: take every tensor at once from ``gluon.Trainer``
+    (``aggregate_num``), and decide once per set of tensors whether the operator takes them."""
+
+    OPERATOR = None
+
+    def _init_fused(self):
+        self.aggregate_num = 1 << 20
+        self._fusable = {}  # tuple of indices -> whether the operator takes those tensors
+
+    def _fused_call(self, index, weight, grad, state):
+        """(index, weight, grad, state) as lists, or None when the tensors go one by one
+        through the parent class (a GPU context, float16, sparse, no library)."""
+        if not isinstance(index, (list, tuple)):
+            index, weight, grad, state = [index], [weight], [grad], [state]
+        key = tuple(index)
+        fusable = self._fusable.get(key)
+        if fusable is None:
+            fusable = self._fusable[key] = _fusable(self.OPERATOR, weight, grad)
+        if not fusable:
+            for i, w, g, s in zip(index, weight, grad, state):
+                super().update_multi_precision(i, w, g, s)
+            return None
+        return list(index), list(weight), list(grad), list(state)
+
+
 @mx.optimizer.register
-class FusedAdam(mx.optimizer.Adam):
+class FusedAdam(_FusedUpdates, mx.optimizer.Adam):
     """MXNet's Adam, applied to all parameters in one fused operator call per step.
 
     Same update rule, hyperparameters, optimizer states (mean, var) and bias correction as
@@ -405,41 +445,82 @@ class FusedAdam(mx.optimizer.Adam):
     float16, or no fused library in this process) go through ``mx.optimizer.Adam`` one by one.
     """
 
+    OPERATOR = "gluon_bbb_adam"
+
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
-        self.aggregate_num = 1 << 20
-        self._fusable = {}  # tuple of indices -> whether the operator takes those tensors
+        self._init_fused()
 
     def update_multi_precision(self, index, weight, grad, state):
-        if not isinstance(index, (list, tuple)):
-            index, weight, grad, state = [index], [weight], [grad], [state]
-        key = tuple(index)
-        fused = self._fusable.get(key)
-        if fused is None:  # decided once per set of tensors: their context, dtype, storage
-            fused = self._fusable[key] = (
-                hasattr(nd, "gluon_bbb_adam") and weight[0].context.device_type == "cpu"
-                and all(w.dtype == weight[0].dtype and np.dtype(w.dtype).name in ("float32", "float64")
-                        for w in weight) and not self.lazy_update_sparse(grad))
-        if not fused:
-            for i, w, g, s in zip(index, weight, grad, state):
-                super().update_multi_precision(i, w, g, s)
+        call = self._fused_call(index, weight, grad, state)
+        if call is None:
             return
-        self._update_count(list(index))
-        lrs, wds = self._get_lrs(list(index)), self._get_wds(list(index))
+        index, weight, grad, state = call
+        self._update_count(index)
+        lrs, wds = self._get_lrs(index), self._get_wds(index)
         for j, i in enumerate(index):
             t = self._index_update_count[i]
             lrs[j] *= math.sqrt(1.0 - self.beta2 ** t) / (1.0 - self.beta1 ** t)
         means = [s[0] for s in state]
         variances = [s[1] for s in state]
         nd.gluon_bbb_adam(*weight, *grad, *means, *variances, num_tensors=len(weight),
-                          lrs=",".join(repr(float(v)) for v in lrs),
-                          wds=",".join(repr(float(v)) for v in wds),
+                          lrs=_number_list(lrs), wds=_number_list(wds),
                           beta1=repr(float(self.beta1)), beta2=repr(float(self.beta2)),
                           epsilon=repr(float(self.epsilon)),
                           rescale_grad=repr(float(self.rescale_grad)),
                           clip_gradient=repr(float(self.clip_gradient or -1.0)))
 
-    @staticmethod
-    def lazy_update_sparse(grads):
-        """True if any gradient is sparse (the fused operator handles dense arrays only)."""
-        return any(getattr(g, "stype", "default") != "default" for g in grads)
+
+@mx.optimizer.register
+class FusedSGD(_FusedUpdates, mx.optimizer.SGD):
+    """MXNet's SGD (with or without momentum, weight decay and gradient clipping), applied to
+    all parameters in one fused operator call per step.
+
+    Same update rule, hyperparameters and optimizer state (the momentum, or none) as
+    ``mx.optimizer.SGD``, so checkpoints are interchangeable; tensors the operator cannot take
+    go through ``mx.optimizer.SGD``. Multi-precision (float16 weights with float32 copies) is
+    left to the parent class.
+    """
+
+    OPERATOR = "gluon_bbb_sgd"
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self._init_fused()
+
+    def update_multi_precision(self, index, weight, grad, state):
+        call = self._fused_call(index, weight, grad, state)
+        if call is None:
+            return
+        index, weight, grad, state = call
+        self._update_count(index)
+        lrs, wds = self._get_lrs(index), self._get_wds(index)
+        momenta = state if self.momentum > 0 else []
+        nd.gluon_bbb_sgd(*weight, *grad, *momenta, num_tensors=len(weight),
+                         lrs=_number_list(lrs), wds=_number_list(wds),
+                         momentum=repr(float(self.momentum)),
+                         rescale_grad=repr(float(self.rescale_grad)),
+                         clip_gradient=repr(float(self.clip_gradient or -1.0)))
+
+
+#: Optimizer names (lower case) that have a fused counterpart.
+FUSED_OPTIMIZERS = {"adam": FusedAdam, "sgd": FusedSGD}
+
+
+def fused_optimizer(name, optimizer_params):
+    """The fused counterpart of the optimizer called ``name`` ('adam', 'sgd'), built from
+    ``optimizer_params``, or None if it has none. The caller decides that the fused library
+    may be used (the CPU, :func:`fused_status`).
+
+    Parameters
+    ----------
+    name : str or mx.optimizer.Optimizer
+    optimizer_params : dict
+
+    Returns
+    -------
+    mx.optimizer.Optimizer or None
+    """
+    if not isinstance(name, str) or name.lower() not in FUSED_OPTIMIZERS:
+        return None
+    return FUSED_OPTIMIZERS[name.lower()](**optimizer_params)

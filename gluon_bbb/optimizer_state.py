@@ -4,7 +4,8 @@ MXNet saves optimizer state with ``pickle`` (``Trainer.save_states``), and loadi
 runs whatever code it holds. This module stores it as data instead, for the optimizers
 gluon_bbb trains with: ``mx.optimizer.Adam`` and :class:`gluon_bbb.fused.FusedAdam` (the
 first and second moments of every tensor; their states are interchangeable) and
-``mx.optimizer.SGD`` with or without momentum (the momentum of every tensor, or none):
+``mx.optimizer.SGD`` and :class:`gluon_bbb.fused.FusedSGD` with or without momentum (the
+momentum of every tensor, or none):
 
 * arrays ``"<index>/<k>"``: the k-th array of the state of parameter ``index``;
 * JSON: the optimizer family, the structure of each state (arrays, ``None``, tuples), the
@@ -23,14 +24,14 @@ import mxnet as mx
 from mxnet import nd
 
 from .checkpoint import CheckpointError, checked_field
-from .fused import FusedAdam
+from .fused import FusedAdam, FusedSGD
 
 __all__ = ["FAMILIES", "family", "capture", "restore", "load_pickled"]
 
 logger = logging.getLogger(__name__)
 
 #: Optimizer classes whose state is stored, by family (states are shared within a family).
-FAMILIES = {"adam": (mx.optimizer.Adam, FusedAdam), "sgd": (mx.optimizer.SGD,)}
+FAMILIES = {"adam": (mx.optimizer.Adam, FusedAdam), "sgd": (mx.optimizer.SGD, FusedSGD)}
 
 
 def family(optimizer):

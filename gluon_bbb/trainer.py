@@ -25,7 +25,7 @@ from . import persistence, predictive
 from .context import resolve_context
 from .estimators import LayerEstimators, check_estimator
 from .epochs import EpochTotals, NonFiniteLossError, checked_learning_rate, epoch_line
-from .fused import FiniteGuard, FusedAdam, fused_path, variational_sample
+from .fused import FiniteGuard, fused_optimizer, fused_path, variational_sample
 from ._math import softplus
 from .loss import BBBLoss
 from .posterior import GaussianNoise, VariationalPosterior, assign_arrays
@@ -193,12 +193,12 @@ class BBBTrainer:
         # A dict: gluon.Trainer orders its parameters by sorted name, the order in which
         # checkpoints store the optimizer state (posterior_* first, then a learned prior_*).
         trained = {p.name: p for p in self.variational_params + self.prior_params}
-        optimizer = self.optimizer
-        if self.fused and isinstance(optimizer, str) and optimizer.lower() == "adam":
-            optimizer = FusedAdam(**self.optimizer_params)  # same rule, one pass over all tensors
+        # Adam and SGD: the same rule in one pass over all tensors on the fused path
+        optimizer = fused_optimizer(self.optimizer, self.optimizer_params) if self.fused else None
+        if optimizer is not None:
             self.trainer = gluon.Trainer(trained, optimizer)
         else:
-            self.trainer = gluon.Trainer(trained, optimizer, self.optimizer_params)
+            self.trainer = gluon.Trainer(trained, self.optimizer, self.optimizer_params)
         if self.seed is None:  # drawn from MXNet's generator; fit's per-epoch seeds derive from it
             self.seed = int(nd.random.randint(0, 2**31 - 1, shape=(1,), ctx=mx.cpu()).asscalar())
         # Host draws are the faster on the CPU; elsewhere the device draws its own noise.

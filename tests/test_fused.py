@@ -275,6 +275,63 @@ def test_fused_adam_matches_mxnet_adam(options):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("options", [
+    {}, {"momentum": 0.9}, {"momentum": 0.9, "wd": 0.01}, {"wd": 0.01, "clip_gradient": 0.5},
+    {"momentum": 0.5, "clip_gradient": 0.3}])
+def test_fused_sgd_matches_mxnet_sgd(options, dtype):
+    """Five steps through gluon.Trainer's updater: weights and momenta equal MXNet's SGD."""
+    rng = np.random.default_rng(0)
+    shapes = [(50, 30), (30,), (7, 3, 3), (9000,)]
+    initial = [rng.normal(size=s) for s in shapes]
+    gradients = [[rng.normal(size=s) for s in shapes] for _ in range(5)]
+    results = []
+    for optimizer in (mx.optimizer.SGD(learning_rate=0.05, **options),
+                      fused.FusedSGD(learning_rate=0.05, **options)):
+        updater = mx.optimizer.get_updater(optimizer)
+        optimizer.rescale_grad = 1.0 / 4
+        weights = [nd.array(values, dtype=dtype) for values in initial]
+        for step_gradients in gradients:
+            updater(list(range(len(weights))), [nd.array(g, dtype=dtype) for g in step_gradients],
+                    weights)
+        momenta = [updater.states[i] for i in range(len(weights))]
+        results.append(([w.asnumpy() for w in weights],
+                        [None if m is None else m.asnumpy() for m in momenta]))
+    (weights, momenta), (fused_weights, fused_momenta) = results
+    # MXNet's multi_sgd kernels hold lr and wd as float32 even for float64 weights; the fused
+    # operator keeps them in the weights' precision, so float64 agrees to lr's float32 rounding
+    tolerance = {"float32": 1e-6, "float64": 1e-7}[dtype]
+    for a, b in zip(weights, fused_weights):
+        np.testing.assert_allclose(b, a, rtol=tolerance, atol=tolerance)
+    for a, b in zip(momenta, fused_momenta):
+        assert (a is None) == (b is None) == ("momentum" not in options)
+        if a is not None:
+            np.testing.assert_allclose(b, a, rtol=tolerance, atol=tolerance)
+
+
+def test_fused_sgd_refuses_a_negative_momentum():
+    w, g = nd.ones((3,)), nd.ones((3,))
+    with pytest.raises(mx.base.MXNetError, match="momentum"):
+        nd.gluon_bbb_sgd(w, g, num_tensors=1, lrs="0.1", wds="0", momentum="-0.5",
+                         rescale_grad="1", clip_gradient="-1").wait_to_read()
+
+
+@pytest.mark.parametrize("name, fused_class", [("adam", "FusedAdam"), ("sgd", "FusedSGD"),
+                                               ("SGD", "FusedSGD")])
+def test_trainer_uses_the_fused_optimizer(name, fused_class):
+    net = gluon.nn.Dense(3, in_units=4)
+    net.initialize()
+    trainer = BBBTrainer(net, BBBLoss(GaussianPrior(1.0)), optimizer=name,
+                         optimizer_params={"learning_rate": 0.1, "momentum": 0.9}
+                         if name.lower() == "sgd" else None)
+    optimizer = trainer.trainer.optimizer
+    assert type(optimizer) is getattr(fused, fused_class)
+    if name.lower() == "sgd":
+        assert optimizer.momentum == 0.9 and optimizer.learning_rate == 0.1
+    plain = BBBTrainer(net, BBBLoss(GaussianPrior(1.0)), optimizer=name, fused=False)
+    assert type(plain.trainer.optimizer) in (mx.optimizer.Adam, mx.optimizer.SGD)
+
+
 def test_trainer_uses_the_fused_path_and_fused_adam():
     net = gluon.nn.Dense(3, in_units=4)
     net.initialize()

@@ -1,7 +1,7 @@
 // Fused Bayes-by-Backprop variational step for MXNet 1.9 (extension library API v11).
 //
-// Four operators: `gluon_bbb_variational` (below), `gluon_bbb_finite_guard`, `gluon_bbb_adam`
-// and `gluon_bbb_normal` (at the end of the file).
+// Five operators: `gluon_bbb_variational` (below), `gluon_bbb_finite_guard`, `gluon_bbb_adam`,
+// `gluon_bbb_sgd` and `gluon_bbb_normal` (at the end of the file).
 //
 // Operator `gluon_bbb_variational`, over K weight tensors at once:
 //
@@ -664,6 +664,121 @@ MXReturnValue adam_forward(const std::unordered_map<std::string, std::string>& a
   return adam_typed<float>(a, inputs, outputs);
 }
 
+// ================================================================== SGD
+// gluon_bbb_sgd(w_1..w_K, g_1..g_K [, m_1..m_K]) -> dummy (1,), updating w (and the momentum m,
+// given when momentum > 0) in place with MXNet's sgd_update / sgd_mom_update rule for every
+// tensor in one pass:
+//   m <- momentum m - lr_k wd_k w - lr_k clip(rescale_grad g)     (m = 0 without momentum)
+//   w <- w + m
+
+struct SgdAttrs {
+  int k = 0;
+  double momentum = 0.0, rescale_grad = 1.0, clip_gradient = -1.0;
+  std::vector<double> lrs, wds;
+};
+
+MXReturnValue sgd_attrs(const std::unordered_map<std::string, std::string>& attrs, SgdAttrs* a) {
+  if (parse_count(attrs, &a->k, "gluon_bbb_sgd") != MX_SUCCESS) return MX_FAIL;
+  const size_t k = static_cast<size_t>(a->k);
+  if (!parse_list(attrs, "lrs", k, &a->lrs) || !parse_list(attrs, "wds", k, &a->wds) ||
+      !get_double(attrs, "momentum", &a->momentum) ||
+      !get_double(attrs, "rescale_grad", &a->rescale_grad) ||
+      !get_double(attrs, "clip_gradient", &a->clip_gradient) || !(a->momentum >= 0.0)) {
+    MX_ERROR_MSG << "gluon_bbb_sgd: needs num_tensors, lrs and wds (num_tensors values each), "
+                 << "momentum (>= 0), rescale_grad, clip_gradient";
+    return MX_FAIL;
+  }
+  return MX_SUCCESS;
+}
+
+int sgd_groups(const SgdAttrs& a) { return a.momentum > 0.0 ? 3 : 2; }
+
+MXReturnValue sgd_parse(const std::unordered_map<std::string, std::string>& attrs,
+                        int* num_in, int* num_out) {
+  SgdAttrs a;
+  if (sgd_attrs(attrs, &a) != MX_SUCCESS) return MX_FAIL;
+  *num_in = sgd_groups(a) * a.k;
+  *num_out = 1;
+  return MX_SUCCESS;
+}
+
+MXReturnValue sgd_mutate(const std::unordered_map<std::string, std::string>& attrs,
+                         std::vector<int>* indices) {
+  SgdAttrs a;
+  if (sgd_attrs(attrs, &a) != MX_SUCCESS) return MX_FAIL;
+  for (int t = 0; t < a.k; ++t) {
+    indices->push_back(t);                                   // w
+    if (a.momentum > 0.0) indices->push_back(2 * a.k + t);   // m
+  }
+  return MX_SUCCESS;
+}
+
+MXReturnValue sgd_shape(const std::unordered_map<std::string, std::string>& attrs,
+                        std::vector<std::vector<unsigned int>>* in_shapes,
+                        std::vector<std::vector<unsigned int>>* out_shapes) {
+  SgdAttrs a;
+  if (sgd_attrs(attrs, &a) != MX_SUCCESS) return MX_FAIL;
+  for (int t = 0; t < a.k; ++t) {
+    for (int group = 1; group < sgd_groups(a); ++group) {
+      if (in_shapes->at(group * a.k + t) != in_shapes->at(t)) {
+        MX_ERROR_MSG << "gluon_bbb_sgd: tensor " << t << ": weight, grad and momentum shapes differ";
+        return MX_FAIL;
+      }
+    }
+  }
+  out_shapes->at(0) = {1};
+  return MX_SUCCESS;
+}
+
+template <typename T, bool Momentum>
+MXReturnValue sgd_typed(const SgdAttrs& a, std::vector<MXTensor>* inputs,
+                        std::vector<MXTensor>* outputs) {
+  const int k = a.k;
+  std::vector<int64_t> sizes(k);
+  for (int t = 0; t < k; ++t) sizes[t] = inputs->at(t).size();
+  const std::vector<Chunk> chunks = make_chunks(sizes);
+  const int64_t num_chunks = static_cast<int64_t>(chunks.size());
+  const T momentum = T(a.momentum), rescale = T(a.rescale_grad), clip = T(a.clip_gradient);
+  const bool clipping = a.clip_gradient >= 0;
+#pragma omp parallel for schedule(static) num_threads(num_threads_for(num_chunks))
+  for (int64_t c = 0; c < num_chunks; ++c) {
+    const int t = chunks[c].tensor;
+    const int64_t b = chunks[c].begin;
+    T* w = inputs->at(t).data<T>() + b;
+    const T* g = inputs->at(k + t).data<T>() + b;
+    T* m = Momentum ? inputs->at(2 * k + t).data<T>() + b : nullptr;
+    // grouped as mxnet's kernels group them: (lr wd) w, and (lr rescale) g without clipping
+    const T lr = T(a.lrs[t]), lr_wd = lr * T(a.wds[t]), lr_rescale = lr * rescale;
+#pragma omp simd
+    for (int64_t i = 0; i < chunks[c].size; ++i) {
+      T descent;
+      if (clipping) {
+        T gi = rescale * g[i];
+        gi = gi > clip ? clip : (gi < -clip ? -clip : gi);
+        descent = lr * gi;
+      } else {
+        descent = lr_rescale * g[i];
+      }
+      const T step = (Momentum ? momentum * m[i] : T(0)) - lr_wd * w[i] - descent;
+      if (Momentum) m[i] = step;
+      w[i] += step;
+    }
+  }
+  outputs->at(0).data<T>()[0] = T(0);
+  return MX_SUCCESS;
+}
+
+MXReturnValue sgd_forward(const std::unordered_map<std::string, std::string>& attrs,
+                          std::vector<MXTensor>* inputs, std::vector<MXTensor>* outputs,
+                          const OpResource& res) {
+  SgdAttrs a;
+  if (sgd_attrs(attrs, &a) != MX_SUCCESS) return MX_FAIL;
+  const bool f64 = inputs->at(0).dtype == kFloat64;
+  if (a.momentum > 0.0)
+    return f64 ? sgd_typed<double, true>(a, inputs, outputs) : sgd_typed<float, true>(a, inputs, outputs);
+  return f64 ? sgd_typed<double, false>(a, inputs, outputs) : sgd_typed<float, false>(a, inputs, outputs);
+}
+
 // ================================================================== Gaussian sample
 // gluon_bbb_normal(mean, scale) -> out, all three of one shape and dtype (float32 or float64):
 //   out = mean + s * eps,  eps ~ N(0, 1),  s = scale          (scale_is="std", the default)
@@ -777,6 +892,13 @@ REGISTER_OP(gluon_bbb_adam)
     .setInferType(same_dtype_as_first)
     .setInferShape(adam_shape)
     .setForward(adam_forward, "cpu");
+
+REGISTER_OP(gluon_bbb_sgd)
+    .setParseAttrs(sgd_parse)
+    .setMutateInputs(sgd_mutate)
+    .setInferType(same_dtype_as_first)
+    .setInferShape(sgd_shape)
+    .setForward(sgd_forward, "cpu");
 
 REGISTER_OP(gluon_bbb_normal)
     .setParseAttrs(normal_parse)
