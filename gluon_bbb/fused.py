@@ -54,12 +54,18 @@ OPERATORS = (OP_NAME, "gluon_bbb_finite_guard", "gluon_bbb_adam", "gluon_bbb_sgd
 #: Set to 0 to disable the fused operator everywhere.
 ENV_SWITCH = "GLUON_BBB_FUSED"
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_ext", "variational_op.cc")
-#: The source replaces lib_api.cc's _opCallMutateInputs, which leaks at every call of an
-#: operator with mutable inputs; the -D renames the wheel's definition out of the way.
-LIB_API_RENAMES = ("-D_opCallMutateInputs=gluon_bbb_lib_api_opCallMutateInputs_leaking",)
+#: The source replaces three functions of the wheel's lib_api.cc that leak with MXNet 1.9.1:
+#: _opCallMutateInputs at every call of an operator with mutable inputs, _msgSize and _msgGet
+#: at every call of any operator once one has failed. The -D renames move lib_api.cc's
+#: definitions out of the way.
+LIB_API_RENAMES = ("-D_opCallMutateInputs=gluon_bbb_lib_api_opCallMutateInputs_leaking",
+                   "-D_msgSize=gluon_bbb_lib_api_msgSize_leaking",
+                   "-D_msgGet=gluon_bbb_lib_api_msgGet_leaking")
+#: -mprefer-vector-width=512: where the CPU has AVX-512, the elementwise loops use all of it
+#: (GCC's default stays at 256 bits); elsewhere the flag changes nothing.
 COMPILE_FLAGS = ("-O3", "-std=c++17", "-fPIC", "-fopenmp", "-fno-math-errno",
                  "-fno-trapping-math", "-march=native",  # never -ffast-math: see the docstring
-                 *LIB_API_RENAMES)
+                 "-mprefer-vector-width=512", *LIB_API_RENAMES)
 BUILD_TIMEOUT_S = 600
 
 

@@ -40,7 +40,62 @@
 
 #include "mxnet/lib_api.h"
 
+#include <memory>
+#include <mutex>
+
 using namespace mxnet::ext;
+
+// ------------------------------------------------------------------ error messages
+// An operator that fails says why through MX_ERROR_MSG; MXNet reads the messages back through
+// _msgSize and _msgGet. lib_api.cc keeps them in a list it never empties, and its _msgGet
+// returns a new std::string that MXNet never frees; MXNet reads the whole list after every call
+// of every callback, failed or not. So after one error (a shape mismatch, say) every later call
+// of any of these operators leaked a copy of every message so far. The messages now go to the
+// list below, which _msgGet empties once MXNet has read its last entry (see the end of the
+// file, and fused.py for the renames that move lib_api.cc's definitions out of the way).
+namespace {
+
+class ErrorMessages {
+ public:
+  static ErrorMessages& get() {
+    static ErrorMessages log;
+    return log;
+  }
+
+  std::stringstream& add(const char* file, int line) {
+    std::lock_guard<std::mutex> hold(mutex_);
+    messages_.emplace_back(new std::stringstream());
+    *messages_.back() << file << "[" << line << "]: ";
+    return *messages_.back();
+  }
+
+  int size() {
+    std::lock_guard<std::mutex> hold(mutex_);
+    return static_cast<int>(messages_.size());
+  }
+
+  // Message idx, valid until this thread's next read; reading the last one empties the list.
+  const char* read(int idx) {
+    thread_local std::string reading;
+    std::lock_guard<std::mutex> hold(mutex_);
+    if (idx < 0 || idx >= static_cast<int>(messages_.size())) {
+      reading.clear();
+    } else {
+      reading = messages_[idx]->str();
+      if (idx + 1 == static_cast<int>(messages_.size())) messages_.clear();
+    }
+    return reading.c_str();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<std::stringstream>> messages_;
+};
+
+}  // namespace
+
+#undef MX_ERROR_MSG
+#define MX_ERROR_MSG ErrorMessages::get().add(__FILE__, __LINE__)
 
 namespace {
 
@@ -905,6 +960,12 @@ REGISTER_OP(gluon_bbb_normal)
     .setInferType(same_dtype_as_first)
     .setInferShape(normal_shape)
     .setForward(normal_forward, "cpu");
+
+// ------------------------------------------------------------------ the error-message bridge
+#undef _msgSize
+#undef _msgGet
+extern "C" int _msgSize() { return ErrorMessages::get().size(); }
+extern "C" void _msgGet(int idx, const char** msg) { *msg = ErrorMessages::get().read(idx); }
 
 // ------------------------------------------------------------------ the mutable-input bridge
 // MXNet asks a library for an operator's mutable inputs (the finite guard's gradients, Adam's

@@ -124,9 +124,7 @@ class _NetworkAgent:
         self._host_batch = (np.zeros((num_rows, num_inputs), np.float32), np.zeros(num_rows, np.float32))
         self._device_batch = (nd.zeros((num_rows, num_inputs), ctx=self.ctx),
                               nd.zeros((num_rows,), ctx=self.ctx))
-        # ... and the minibatches as views of it, made once: with a new MXNet slice at every
-        # step, a loop of BBBTrainer.step grew by 0.4-0.9 MB per 1,000 steps, with these views
-        # by 0.02-0.07 MB (2026-11-23, this 2-core VM)
+        # ... and the minibatches as views of it, made once: a step creates no array for its input
         self._minibatches = [(self._device_batch[0][start:start + self.batch_size],
                               self._device_batch[1][start:start + self.batch_size])
                              for start in range(0, num_rows, self.batch_size)]
