@@ -329,3 +329,78 @@ def test_the_seen_complexity_weight_shrinks_with_the_interactions(tiny_env):
     assert weights[15] == (2 / 16, 2 / 8) and weights[19] == (2 / 20, 2 / 8)
     with pytest.raises(ValueError, match="kl_data"):
         bandit.ThompsonAgent(4, kl_data="everything")
+
+
+# ------------------------------------------------------------------ optimizers
+def optimizer_of(agent):
+    """The mx.optimizer.Optimizer that updates an agent's network (through public API)."""
+    trainer = agent.trainer.trainer if kind_of(agent) == "thompson" else agent.trainer
+    return trainer.optimizer
+
+
+@pytest.mark.parametrize("kind", ["thompson", "greedy"])
+def test_the_optimizer_learning_rate_and_clipping_reach_the_gluon_trainer(tiny_env, kind):
+    make = bandit.ThompsonAgent if kind == "thompson" else \
+        lambda *args, **kw: bandit.EpsilonGreedyAgent(*args, epsilon=0.0, **kw)
+    settings = dict(SMALL)
+    del settings["learning_rate"]
+    default = optimizer_of(make(tiny_env.num_features, **settings))
+    assert isinstance(default, mx.optimizer.Adam) and default.learning_rate == 1e-3
+    assert default.clip_gradient is None
+    agent = make(tiny_env.num_features, optimizer="sgd", learning_rate=2e-7, clip_gradient=0.5,
+                 **settings)
+    chosen = optimizer_of(agent)
+    assert isinstance(chosen, mx.optimizer.SGD) and chosen.momentum == 0.0
+    assert chosen.learning_rate == 2e-7 and chosen.clip_gradient == 0.5
+    assert agent.optimizer_params == {"learning_rate": 2e-7, "clip_gradient": 0.5}
+    adam = optimizer_of(make(tiny_env.num_features, optimizer="adam", learning_rate=1e-4,
+                             clip_gradient=2.0, **settings))
+    assert isinstance(adam, mx.optimizer.Adam) and (adam.learning_rate, adam.clip_gradient) == (1e-4, 2.0)
+    for bad, message in (({"optimizer": "rmsprop"}, "optimizer"), ({"learning_rate": 0.0}, "learning_rate"),
+                         ({"learning_rate": float("nan")}, "learning_rate"),
+                         ({"clip_gradient": -1.0}, "clip_gradient")):
+        with pytest.raises(ValueError, match=message):
+            make(tiny_env.num_features, **dict(settings, **bad))
+
+
+def one_interaction_minibatch(agent, env, index, action, reward):
+    """The minibatch an agent trains on after its first interaction: that row, repeated."""
+    row = bandit.action_inputs(env.contexts[index][None])[action]
+    return (nd.array(np.tile(row, (agent.batch_size, 1))),
+            nd.array(np.full(agent.batch_size, reward, dtype=np.float32)))
+
+
+def test_plain_sgd_steps_down_the_summed_cost(tiny_env):
+    """A greedy agent with SGD moves each weight by -learning_rate * d(summed cost)/dw, by hand."""
+    agent = bandit.EpsilonGreedyAgent(tiny_env.num_features, epsilon=0.0, hidden_sizes=(8,),
+                                      buffer_size=32, num_minibatches=1, batch_size=8,
+                                      optimizer="sgd", learning_rate=1e-3)
+    params = list(agent.net.collect_params().values())
+    inputs, rewards = one_interaction_minibatch(agent, tiny_env, 1, bandit.EAT, -35.0)
+    with mx.autograd.record():
+        cost = agent.cost(inputs, rewards)
+    cost.backward()
+    before = [p.data().asnumpy() for p in params]
+    grads = [p.grad().asnumpy() for p in params]
+    agent.observe(tiny_env.contexts[1], bandit.EAT, -35.0)
+    for param, old, grad in zip(params, before, grads):
+        np.testing.assert_allclose(param.data().asnumpy(), old - 1e-3 * grad, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("kind", ["thompson", "greedy"])
+def test_clipped_sgd_moves_no_weight_further_than_learning_rate_times_clip(tiny_env, kind):
+    settings = dict(SMALL, num_minibatches=1, optimizer="sgd", learning_rate=0.1, clip_gradient=1e-3)
+    mx.random.seed(0)
+    if kind == "thompson":
+        agent = bandit.ThompsonAgent(tiny_env.num_features, **settings)
+        params = agent.trainer.variational_params  # mu and rho
+    else:
+        agent = bandit.EpsilonGreedyAgent(tiny_env.num_features, epsilon=0.0, **settings)
+        params = list(agent.net.collect_params().values())
+    before = np.concatenate([p.data().asnumpy().ravel() for p in params])
+    agent.observe(tiny_env.contexts[1], bandit.EAT, -35.0)  # a large error: large gradients
+    after = np.concatenate([p.data().asnumpy().ravel() for p in params])
+    moves = np.abs(after.astype(np.float64) - before)
+    rounding = 2 * np.spacing(np.maximum(np.abs(before), np.abs(after)))  # float32 rounding
+    assert np.all(moves <= 0.1 * 1e-3 + rounding)
+    assert np.any(np.abs(moves - 1e-4) <= rounding)  # the largest gradients were clipped

@@ -6,9 +6,13 @@ recent interactions:
 
 - :class:`ThompsonAgent`: Bayes by Backprop through :meth:`BBBTrainer.step`; it acts
   greedily on the rewards predicted by networks sampled from the posterior (Thompson
-  sampling), averaging the predictions of ``num_action_samples`` samples;
+  sampling), averaging the predictions of ``num_action_samples`` samples (or predicting with
+  one network, the average of ``num_action_samples`` weight samples);
 - :class:`EpsilonGreedyAgent`: the same network trained by maximum likelihood; it acts
   greedily, except that with probability epsilon it picks a random action.
+
+Both train with Adam (the default) or plain SGD, on costs summed over each minibatch, with
+optional elementwise gradient clipping.
 
 Both can be reseeded, saved and loaded, so a long run resumes exactly
 (:func:`gluon_bbb.bandit.run_bandit`).
@@ -20,10 +24,10 @@ import numpy as np
 from mxnet import autograd, gluon, nd
 
 from .. import optimizer_state
-from .._checks import check_int
+from .._checks import check_int, check_positive
 from ..checkpoint import CheckpointError, read_checkpoint, write_checkpoint
 from ..context import resolve_context
-from ..fused import adam as fused_adam
+from ..fused import adam as fused_adam, sgd as fused_sgd
 from ..loss import BBBLoss
 from ..models import mlp
 from ..paramfile import structural_parameters
@@ -104,15 +108,24 @@ class _NetworkAgent:
     rewards of poisonous mushrooms easily silence every ReLU for some contexts.
     """
 
+    #: The optimizers an agent can train with: MXNet's Adam, and SGD without momentum.
+    OPTIMIZERS = ("adam", "sgd")
+
     def __init__(self, num_features, hidden_sizes, buffer_size, num_minibatches, batch_size,
-                 noise_sigma, learning_rate, seed, ctx):
+                 noise_sigma, optimizer, learning_rate, clip_gradient, seed, ctx):
         check_int("num_features", num_features)
         check_int("num_minibatches", num_minibatches)
         check_int("batch_size", batch_size)
         if not (float(noise_sigma) > 0 and math.isfinite(float(noise_sigma))):
             raise ValueError(f"noise_sigma must be a positive finite number, got {noise_sigma!r}")
+        if optimizer not in self.OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {self.OPTIMIZERS}, got {optimizer!r}")
+        self.optimizer = optimizer
+        self.learning_rate = check_positive("learning_rate", learning_rate)
+        self.clip_gradient = None if clip_gradient is None else \
+            check_positive("clip_gradient", clip_gradient)
         self.num_minibatches, self.batch_size = int(num_minibatches), int(batch_size)
-        self.noise_sigma, self.learning_rate = float(noise_sigma), float(learning_rate)
+        self.noise_sigma = float(noise_sigma)
         self.ctx = resolve_context(ctx)
         self.rng = np.random.default_rng(seed)
         self.num_features = int(num_features)
@@ -133,6 +146,15 @@ class _NetworkAgent:
         self.net = mlp(hidden_sizes, num_outputs=1)
         self.net.initialize(mx.init.Xavier(), ctx=self.ctx)
         self.net(nd.zeros((1, num_inputs), ctx=self.ctx))  # resolves the deferred shapes
+
+    @property
+    def optimizer_params(self):
+        """The optimizer's hyperparameters: the learning rate, and ``clip_gradient`` where
+        gradients are clipped (each element to [-clip_gradient, clip_gradient])."""
+        params = {"learning_rate": self.learning_rate}
+        if self.clip_gradient is not None:
+            params["clip_gradient"] = self.clip_gradient
+        return params
 
     def act(self, context):
         """PASS or EAT for one context (F,)."""
@@ -201,10 +223,17 @@ class ThompsonAgent(_NetworkAgent):
     buffer_size, num_minibatches, batch_size : int
         Train on ``num_minibatches`` minibatches of ``batch_size`` interactions drawn from
         the last ``buffer_size`` after every interaction (the paper: 4096, 64, 64).
-    learning_rate : float
-        Adam's learning rate.
-    rho_init : float
-        Initial rho of the posterior (sigma = softplus(rho)).
+    optimizer : {'adam', 'sgd'}
+        Updates mu and rho: Adam, or plain SGD (no momentum) on the cost of Eq. (8), which is
+        summed over the minibatch, not averaged.
+    learning_rate : float, > 0
+        The optimizer's learning rate.
+    clip_gradient : float, > 0, optional
+        Clip every element of the gradient to [-clip_gradient, clip_gradient] before the
+        update (the optimizer's ``clip_gradient``); default no clipping.
+    rho_init : float or (float, float)
+        Initial rho of the posterior (sigma = softplus(rho)): one value, or the bounds
+        (low, high) of a uniform draw for every rho (from MXNet's generator).
     kl_data : {'buffer', 'seen'}
         What the complexity weight counts as the data set (see Notes).
     kl_scale : float, > 0
@@ -238,9 +267,9 @@ class ThompsonAgent(_NetworkAgent):
     def __init__(self, num_features, hidden_sizes=(100, 100), prior=None, noise_sigma=1.0,
                  num_action_samples=2, num_train_samples=2, buffer_size=4096, num_minibatches=64,
                  batch_size=64, learning_rate=1e-3, rho_init=-5.0, kl_data="buffer", kl_scale=1.0,
-                 seed=0, ctx=None):
+                 seed=0, ctx=None, optimizer="adam", clip_gradient=None):
         super().__init__(num_features, hidden_sizes, buffer_size, num_minibatches, batch_size,
-                         noise_sigma, learning_rate, seed, ctx)
+                         noise_sigma, optimizer, learning_rate, clip_gradient, seed, ctx)
         check_int("num_action_samples", num_action_samples)
         if kl_data not in self.KL_DATA:
             raise ValueError(f"kl_data must be one of {self.KL_DATA}, got {kl_data!r}")
@@ -253,8 +282,10 @@ class ThompsonAgent(_NetworkAgent):
             raise ValueError(f"prior must be a GaussianPrior or ScaleMixturePrior, got {prior!r}")
         self.num_action_samples = int(num_action_samples)
         loss = BBBLoss(prior, likelihood="gaussian", noise_sigma=noise_sigma)
-        self.trainer = BBBTrainer(self.net, loss, optimizer_params={"learning_rate": self.learning_rate},
-                                  num_samples=num_train_samples, rho_init=rho_init, seed=seed, ctx=self.ctx)
+        self.trainer = BBBTrainer(self.net, loss, optimizer=self.optimizer,
+                                  optimizer_params=self.optimizer_params,
+                                  num_samples=num_train_samples, rho_init=rho_init, seed=seed,
+                                  ctx=self.ctx)
 
     def predicted_rewards(self, inputs):
         """Rewards predicted for network inputs (M, F + 2), averaged over sampled networks."""
@@ -292,15 +323,18 @@ class EpsilonGreedyAgent(_NetworkAgent):
     num_features : int
     epsilon : float in [0, 1]
         Probability of a uniformly random action (the paper: 0, 0.01, 0.05).
-    hidden_sizes, noise_sigma, buffer_size, num_minibatches, batch_size, learning_rate, seed, ctx
+    hidden_sizes, noise_sigma, buffer_size, num_minibatches, batch_size, seed, ctx
         As for :class:`ThompsonAgent`.
+    optimizer, learning_rate, clip_gradient
+        As for :class:`ThompsonAgent`, for the network's weights; the cost is the Gaussian
+        negative log-likelihood summed over the minibatch.
     """
 
     def __init__(self, num_features, epsilon, hidden_sizes=(100, 100), noise_sigma=1.0,
                  buffer_size=4096, num_minibatches=64, batch_size=64, learning_rate=1e-3, seed=0,
-                 ctx=None):
+                 ctx=None, optimizer="adam", clip_gradient=None):
         super().__init__(num_features, hidden_sizes, buffer_size, num_minibatches, batch_size,
-                         noise_sigma, learning_rate, seed, ctx)
+                         noise_sigma, optimizer, learning_rate, clip_gradient, seed, ctx)
         epsilon = float(epsilon)
         if not 0.0 <= epsilon <= 1.0:
             raise ValueError(f"epsilon must lie in [0, 1], got {epsilon!r}")
@@ -308,8 +342,9 @@ class EpsilonGreedyAgent(_NetworkAgent):
         self.cost = _SquaredErrorCost(self.net, self.noise_sigma)
         # the network and its cost in one cached graph; the network alone (acting) has its own
         self.cost.hybridize(static_alloc=True, static_shape=True)
+        build = {"adam": fused_adam, "sgd": fused_sgd}[self.optimizer]
         self.trainer = gluon.Trainer(self.net.collect_params(),
-                                     fused_adam(self.ctx, learning_rate=self.learning_rate))
+                                     build(self.ctx, **self.optimizer_params))
 
     def act(self, context):
         if self.epsilon > 0 and self.rng.random() < self.epsilon:
