@@ -301,7 +301,8 @@ class ThompsonAgent(_NetworkAgent):
         if kl_data not in self.KL_DATA:
             raise ValueError(f"kl_data must be one of {self.KL_DATA}, got {kl_data!r}")
         if kl_weighting not in self.KL_WEIGHTINGS:
-            raise ValueError(f"kl_weighting must be one of {self.KL_WEIGHTINGS}, got {kl_weighting!r}")
+            raise ValueError(f"kl_weighting must be one of {self.KL_WEIGHTINGS}, "
+                             f"got {kl_weighting!r}")
         if act_on not in self.ACT_ON:
             raise ValueError(f"act_on must be one of {self.ACT_ON}, got {act_on!r}")
         self.kl_data, self.kl_weighting, self.act_on = kl_data, kl_weighting, act_on

@@ -463,9 +463,8 @@ def run_agents(mushroom_path, steps, output_dir, agents=tuple(AGENTS), seed=0, n
     with open(mushroom_path, "rb") as handle:
         sha256 = hashlib.sha256(handle.read()).hexdigest()
     env = bandit.MushroomBandit(data.contexts, data.edible)
-    all_settings = [agent_settings(name, steps, seed, num_minibatches, sha256, thompson, buffer_size,
-                                   greedy)
-                    for name in agents]
+    all_settings = [agent_settings(name, steps, seed, num_minibatches, sha256, thompson,
+                                   buffer_size, greedy) for name in agents]
     with RunFolderLock(output_dir):  # one writer per folder
         return _run_agents_locked(all_settings, env, data, mushroom_path, steps, output_dir, ctx,
                                   progress, command, start)
@@ -554,8 +553,9 @@ def milestone_table(rows):
 def _optimizer_text(settings):
     """An agent's optimizer in words, e.g. 'adam at learning rate 0.001'."""
     text = f"{settings['optimizer']} at learning rate {settings['learning_rate']:g}"
-    if settings["clip_gradient"] is not None:
-        text += f", gradients clipped to [-{settings['clip_gradient']:g}, {settings['clip_gradient']:g}]"
+    clip = settings["clip_gradient"]
+    if clip is not None:
+        text += f", gradients clipped to [-{clip:g}, {clip:g}]"
     return text
 
 
