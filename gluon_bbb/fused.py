@@ -41,7 +41,7 @@ from mxnet import nd
 
 from .priors import GaussianPrior, ScaleMixturePrior
 
-__all__ = ["FusedStatus", "FusedAdam", "FusedSGD", "fused_optimizer", "FiniteGuard", "adam", "fused_status", "fused_path",
+__all__ = ["FusedStatus", "FusedAdam", "FusedSGD", "fused_optimizer", "FiniteGuard", "adam", "sgd", "fused_status", "fused_path",
            "load_fused_op", "variational_sample", "finite_guard", "normal_sample", "OP_NAME", "NORMAL_OP_NAME", "OPERATORS", "ENV_SWITCH"]
 
 logger = logging.getLogger(__name__)
@@ -324,6 +324,27 @@ def adam(ctx, **optimizer_params):
     if ctx.device_type == "cpu" and fused_status().available:
         return FusedAdam(**optimizer_params)
     return mx.optimizer.Adam(**optimizer_params)
+
+
+def sgd(ctx, **optimizer_params):
+    """SGD for the parameters of any network on ``ctx``: :class:`FusedSGD` (one operator call
+    per step for all tensors) where the fused library loads and ``ctx`` is the CPU, else
+    ``mx.optimizer.SGD``. The update rule and the states are the same.
+
+    Parameters
+    ----------
+    ctx : mx.Context
+    **optimizer_params
+        SGD's, e.g. ``learning_rate=0.1``; without ``momentum`` it is plain SGD,
+        w <- w - learning_rate * grad.
+
+    Returns
+    -------
+    mx.optimizer.Optimizer, for ``gluon.Trainer(params, optimizer)``.
+    """
+    if ctx.device_type == "cpu" and fused_status().available:
+        return FusedSGD(**optimizer_params)
+    return mx.optimizer.SGD(**optimizer_params)
 
 
 def fused_path(ctx, dtype, params, requested=None, learnable_prior=False):

@@ -329,3 +329,167 @@ def test_the_seen_complexity_weight_shrinks_with_the_interactions(tiny_env):
     assert weights[15] == (2 / 16, 2 / 8) and weights[19] == (2 / 20, 2 / 8)
     with pytest.raises(ValueError, match="kl_data"):
         bandit.ThompsonAgent(4, kl_data="everything")
+
+
+# ------------------------------------------------------------------ optimizers
+def optimizer_of(agent):
+    """The mx.optimizer.Optimizer that updates an agent's network (through public API)."""
+    trainer = agent.trainer.trainer if kind_of(agent) == "thompson" else agent.trainer
+    return trainer.optimizer
+
+
+@pytest.mark.parametrize("kind", ["thompson", "greedy"])
+def test_the_optimizer_learning_rate_and_clipping_reach_the_gluon_trainer(tiny_env, kind):
+    make = bandit.ThompsonAgent if kind == "thompson" else \
+        lambda *args, **kw: bandit.EpsilonGreedyAgent(*args, epsilon=0.0, **kw)
+    settings = dict(SMALL)
+    del settings["learning_rate"]
+    default = optimizer_of(make(tiny_env.num_features, **settings))
+    assert isinstance(default, mx.optimizer.Adam) and default.learning_rate == 1e-3
+    assert default.clip_gradient is None
+    agent = make(tiny_env.num_features, optimizer="sgd", learning_rate=2e-7, clip_gradient=0.5,
+                 **settings)
+    chosen = optimizer_of(agent)
+    assert isinstance(chosen, mx.optimizer.SGD) and chosen.momentum == 0.0
+    assert chosen.learning_rate == 2e-7 and chosen.clip_gradient == 0.5
+    assert agent.optimizer_params == {"learning_rate": 2e-7, "clip_gradient": 0.5}
+    adam = optimizer_of(make(tiny_env.num_features, optimizer="adam", learning_rate=1e-4,
+                             clip_gradient=2.0, **settings))
+    assert isinstance(adam, mx.optimizer.Adam) and (adam.learning_rate, adam.clip_gradient) == (1e-4, 2.0)
+    for bad, message in (({"optimizer": "rmsprop"}, "optimizer"), ({"learning_rate": 0.0}, "learning_rate"),
+                         ({"learning_rate": float("nan")}, "learning_rate"),
+                         ({"clip_gradient": -1.0}, "clip_gradient")):
+        with pytest.raises(ValueError, match=message):
+            make(tiny_env.num_features, **dict(settings, **bad))
+
+
+def one_interaction_minibatch(agent, env, index, action, reward):
+    """The minibatch an agent trains on after its first interaction: that row, repeated."""
+    row = bandit.action_inputs(env.contexts[index][None])[action]
+    return (nd.array(np.tile(row, (agent.batch_size, 1))),
+            nd.array(np.full(agent.batch_size, reward, dtype=np.float32)))
+
+
+def test_plain_sgd_steps_down_the_summed_cost(tiny_env):
+    """A greedy agent with SGD moves each weight by -learning_rate * d(summed cost)/dw, by hand."""
+    agent = bandit.EpsilonGreedyAgent(tiny_env.num_features, epsilon=0.0, hidden_sizes=(8,),
+                                      buffer_size=32, num_minibatches=1, batch_size=8,
+                                      optimizer="sgd", learning_rate=1e-3)
+    params = list(agent.net.collect_params().values())
+    inputs, rewards = one_interaction_minibatch(agent, tiny_env, 1, bandit.EAT, -35.0)
+    with mx.autograd.record():
+        cost = agent.cost(inputs, rewards)
+    cost.backward()
+    before = [p.data().asnumpy() for p in params]
+    grads = [p.grad().asnumpy() for p in params]
+    agent.observe(tiny_env.contexts[1], bandit.EAT, -35.0)
+    for param, old, grad in zip(params, before, grads):
+        np.testing.assert_allclose(param.data().asnumpy(), old - 1e-3 * grad, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("kind", ["thompson", "greedy"])
+def test_clipped_sgd_moves_no_weight_further_than_learning_rate_times_clip(tiny_env, kind):
+    settings = dict(SMALL, num_minibatches=1, optimizer="sgd", learning_rate=0.1, clip_gradient=1e-3)
+    mx.random.seed(0)
+    if kind == "thompson":
+        agent = bandit.ThompsonAgent(tiny_env.num_features, **settings)
+        params = agent.trainer.variational_params  # mu and rho
+    else:
+        agent = bandit.EpsilonGreedyAgent(tiny_env.num_features, epsilon=0.0, **settings)
+        params = list(agent.net.collect_params().values())
+    before = np.concatenate([p.data().asnumpy().ravel() for p in params])
+    agent.observe(tiny_env.contexts[1], bandit.EAT, -35.0)  # a large error: large gradients
+    after = np.concatenate([p.data().asnumpy().ravel() for p in params])
+    moves = np.abs(after.astype(np.float64) - before)
+    rounding = 2 * np.spacing(np.maximum(np.abs(before), np.abs(after)))  # float32 rounding
+    assert np.all(moves <= 0.1 * 1e-3 + rounding)
+    assert np.any(np.abs(moves - 1e-4) <= rounding)  # the largest gradients were clipped
+
+
+# ------------------------------------------------------------------ Eq. (9) weighting
+def test_blundell_weighting_shares_each_interaction_as_eq_9(tiny_env):
+    """pi_i = M pi 2^(M-i) / (2^M - 1) for the M minibatches of an interaction; with M pi = 1
+    (the paper's 64 x 64 from 4096) exactly Eq. (9), summing to 1."""
+    small = dict(hidden_sizes=(4,), buffer_size=32, num_minibatches=4, batch_size=8)
+    agent = bandit.ThompsonAgent(tiny_env.num_features, kl_weighting="blundell", **small)
+    np.testing.assert_allclose(agent.kl_weights, np.array([8, 4, 2, 1]) / 15, rtol=1e-15)
+    assert agent.kl_weights.sum() == pytest.approx(1.0, abs=1e-15)
+    uniform = bandit.ThompsonAgent(tiny_env.num_features, **small)
+    np.testing.assert_array_equal(uniform.kl_weights, [0.25] * 4)
+    paper = bandit.ThompsonAgent(tiny_env.num_features, kl_weighting="blundell", hidden_sizes=(4,))
+    expected = [2 ** (64 - i) / (2 ** 64 - 1) for i in range(1, 65)]  # Python's exact integers
+    np.testing.assert_allclose(paper.kl_weights, expected, rtol=1e-14)
+    assert paper.kl_weights.sum() == pytest.approx(1.0, abs=1e-14)
+    seen = bandit.ThompsonAgent(tiny_env.num_features, kl_weighting="blundell", kl_data="seen",
+                                kl_scale=0.5, **small)
+    for step in range(64):
+        seen.observe(tiny_env.contexts[step % 6], bandit.EAT, 5.0)
+    total = 0.5 * 4 * 8 / 64  # kl_scale x M x batch_size / interactions seen
+    np.testing.assert_allclose(seen.kl_weights, total * np.array([8, 4, 2, 1]) / 15, rtol=1e-15)
+    with pytest.raises(ValueError, match="kl_weighting"):
+        bandit.ThompsonAgent(4, kl_weighting="linear")
+
+
+@pytest.mark.parametrize("scheme", ["uniform", "blundell"])
+def test_each_training_step_gets_its_minibatch_weight(tiny_env, scheme):
+    agent = bandit.ThompsonAgent(tiny_env.num_features, kl_weighting=scheme, kl_data="seen",
+                                 hidden_sizes=(4,), buffer_size=4, num_minibatches=3, batch_size=2)
+    passed, step = [], agent.trainer.step
+
+    def recording_step(inputs, rewards, kl_weight):
+        passed.append(float(kl_weight.asscalar()) if isinstance(kl_weight, nd.NDArray) else kl_weight)
+        return step(inputs, rewards, kl_weight)
+
+    agent.trainer.step = recording_step
+    for interaction in range(6):  # past the buffer's 4: pi shrinks as 2 / interactions seen
+        agent.observe(tiny_env.contexts[interaction], bandit.PASS, 0.0)
+        np.testing.assert_allclose(passed[-3:], agent.kl_weights, rtol=1e-6)
+    assert agent.kl_weights.sum() == pytest.approx(3 * 2 / 6)
+
+
+# ------------------------------------------------------------------ acting on averaged weights
+def numpy_mlp(weights, inputs):
+    """The reward network (Dense + ReLU layers, then a linear Dense) by NumPy, from its tensors
+    in posterior order (weight, bias per layer): (N,) rewards."""
+    hidden = np.asarray(inputs, dtype=np.float64)
+    layers = list(zip(weights[::2], weights[1::2]))
+    for index, (weight, bias) in enumerate(layers):
+        hidden = hidden @ weight.T + bias
+        if index < len(layers) - 1:
+            hidden = np.maximum(hidden, 0.0)
+    return hidden.reshape(-1)
+
+
+def test_acting_on_averaged_weights_uses_the_average_of_the_weight_samples(tiny_env):
+    mx.random.seed(0)
+    agent = bandit.ThompsonAgent(tiny_env.num_features, hidden_sizes=(8,), buffer_size=32,
+                                 num_minibatches=1, batch_size=8, rho_init=(-2.0, -1.0),
+                                 num_action_samples=3, act_on="weights")
+    for index in range(4):
+        agent.observe(tiny_env.contexts[index], bandit.EAT, float(tiny_env.edible[index]) * 5.0)
+    posterior = agent.trainer.posterior
+    assert [name.rsplit("_", 1)[-1] for name in posterior.names] == ["weight", "bias"] * 2
+    agent.trainer.reseed(5)
+    draws = []
+    for _ in range(3):  # the three samples the agent draws after the same reseed
+        agent.trainer.draw_network()
+        draws.append([target.data().asnumpy().astype(np.float64) for target in posterior.targets])
+    agent.trainer.set_mean()
+    average = [np.mean(tensors, axis=0) for tensors in zip(*draws)]
+    inputs = bandit.action_inputs(tiny_env.contexts)
+    agent.trainer.reseed(5)
+    for ours, theirs in zip(agent.averaged_weights(), average):
+        np.testing.assert_allclose(ours.asnumpy(), theirs, rtol=1e-5, atol=1e-6)
+    agent.trainer.reseed(5)
+    acted_on = agent.predicted_rewards(inputs)
+    np.testing.assert_allclose(acted_on, numpy_mlp(average, inputs), rtol=1e-4, atol=1e-5)
+    for target, mu in zip(posterior.targets, posterior.mus):  # the means are back
+        np.testing.assert_array_equal(target.data().asnumpy(), mu.data().asnumpy())
+    agent.act_on = "outputs"  # the same draws, their predictions averaged instead
+    agent.trainer.reseed(5)
+    averaged_outputs = agent.predicted_rewards(inputs)
+    np.testing.assert_allclose(averaged_outputs, np.mean([numpy_mlp(w, inputs) for w in draws], axis=0),
+                               rtol=1e-4, atol=1e-5)
+    assert np.abs(averaged_outputs - acted_on).max() > 1e-3  # the ReLUs tell them apart
+    with pytest.raises(ValueError, match="act_on"):
+        bandit.ThompsonAgent(4, act_on="mean")

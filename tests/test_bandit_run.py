@@ -2,12 +2,13 @@
 one minibatch per interaction."""
 import json
 
+import mxnet as mx
 import numpy as np
 import pytest
 
 from gluon_bbb import bandit
 from gluon_bbb.experiments import bandit_run
-from gluon_bbb.checkpoint import read_metadata
+from gluon_bbb.checkpoint import read_checkpoint, read_metadata
 from gluon_bbb.cli import main
 from gluon_bbb.mushroom import load_mushroom
 from gluon_bbb.runlock import LOCK_FILE
@@ -312,3 +313,180 @@ def test_the_committed_50k_checkpoints_load_with_their_optimizer_state(folder, a
     assert len(loaded["actions"]) == len(extra["actions"]) == 50000
     if folder == "bandit-kl2":
         assert extra["settings"]["kl_scale"] == 2.0
+
+
+# ------------------------------------------------------------------ the reproductions' settings
+def optimizer_of(agent):
+    """The mx.optimizer.Optimizer of an agent's gluon.Trainer."""
+    trainer = agent.trainer.trainer if isinstance(agent, bandit.ThompsonAgent) else agent.trainer
+    return trainer.optimizer
+
+
+def test_each_kind_of_agent_has_its_own_optimizer_checked_recorded_and_used(tiny_file, tmp_path):
+    assert bandit_run.greedy_settings() == bandit_run.GREEDY_SETTINGS == bandit_run.OPTIMIZER_SETTINGS
+    for check in (bandit_run.thompson_settings, bandit_run.greedy_settings):
+        for bad, message in (({"optimizer": "rmsprop"}, "optimizer"),
+                             ({"learning_rate": 0}, "learning_rate"),
+                             ({"learning_rate": "fast"}, "learning_rate"),
+                             ({"clip_gradient": -1.0}, "clip_gradient"),
+                             ({"clip_gradient": float("inf")}, "clip_gradient")):
+            with pytest.raises(ValueError, match=message):
+                check(bad)
+    with pytest.raises(ValueError, match="unknown greedy settings"):
+        bandit_run.greedy_settings({"kl_scale": 2.0})
+    thompson = bandit_run.make_agent(bandit_run.agent_settings(
+        "thompson", STEPS, thompson={"optimizer": "sgd", "learning_rate": 2e-7, "clip_gradient": 1.0}),
+        num_features=5)
+    optimizer = optimizer_of(thompson)
+    assert isinstance(optimizer, mx.optimizer.SGD) and optimizer.momentum == 0.0
+    assert (optimizer.learning_rate, optimizer.clip_gradient) == (2e-7, 1.0)
+    greedy_settings = bandit_run.agent_settings("greedy-1", STEPS, greedy={"learning_rate": 1e-5})
+    optimizer = optimizer_of(bandit_run.make_agent(greedy_settings, num_features=5))
+    assert isinstance(optimizer, mx.optimizer.Adam) and optimizer.learning_rate == 1e-5
+    assert optimizer.clip_gradient is None
+    out = tmp_path / "out"
+    assert command(tiny_file, out, "thompson", "--optimizer", "sgd", "--learning-rate", "2e-7",
+                   "--clip-gradient", "1", "--greedy-learning-rate", "1e-5") == 0
+    settings = record(out, "thompson")["settings"]
+    assert (settings["optimizer"], settings["learning_rate"], settings["clip_gradient"]) == ("sgd", 2e-7, 1.0)
+    assert command(tiny_file, out, "greedy-0", "--greedy-optimizer", "sgd", "--greedy-learning-rate",
+                   "1e-5", "--learning-rate", "0.5", "--optimizer", "adam") == 0
+    settings = record(out, "greedy-0")["settings"]  # the Thompson options leave it alone
+    assert (settings["optimizer"], settings["learning_rate"], settings["clip_gradient"]) == ("sgd", 1e-5, None)
+    summary = json.loads((out / "bandit.json").read_text())
+    assert summary["greedy"] == {"optimizer": "sgd", "learning_rate": 1e-5, "clip_gradient": None}
+    assert summary["thompson"] is None and "learning_rate" not in summary["settings"]
+    assert "sgd at learning rate 1e-05 (the greedy agents)" in (out / "bandit.md").read_text()
+    for bad in (["--optimizer", "rmsprop"], ["--greedy-optimizer", "momentum"],
+                ["--learning-rate", "0"], ["--greedy-learning-rate", "-1e-3"],
+                ["--clip-gradient", "0"]):
+        assert command(tiny_file, tmp_path / "x", "thompson", *bad) == 2
+
+
+def test_rho_init_takes_a_value_or_a_uniform_range(tiny_file, tmp_path):
+    assert bandit_run.thompson_settings({"rho_init": (-7, -6)})["rho_init"] == [-7.0, -6.0]
+    for bad in ([-6, -7], [-7], [-7, -6, -5], [float("nan"), 0], "x", True):
+        with pytest.raises(ValueError, match="rho_init"):
+            bandit_run.thompson_settings({"rho_init": bad})
+    settings = bandit_run.agent_settings("thompson", STEPS, thompson={"rho_init": [-7.0, -6.0]})
+    agent = bandit_run.make_agent(settings, num_features=5)
+    rhos = np.concatenate([rho.data().asnumpy().ravel() for rho in agent.trainer.posterior.rhos])
+    assert rhos.min() >= -7.0 and rhos.max() < -6.0 and rhos.std() > 0.2  # U(-7, -6): std 0.29
+    again = bandit_run.make_agent(settings, num_features=5)  # seeded: the same draw
+    np.testing.assert_array_equal(
+        np.concatenate([rho.data().asnumpy().ravel() for rho in again.trainer.posterior.rhos]), rhos)
+    out = tmp_path / "out"
+    assert command(tiny_file, out, "thompson", "--rho-init", "-7", "-6") == 0
+    assert record(out, "thompson")["settings"]["rho_init"] == [-7.0, -6.0]
+    assert command(tiny_file, out, "thompson", "--rho-init", "-4") == 0
+    assert record(out, "thompson")["settings"]["rho_init"] == -4.0
+    for bad in (["-6", "-7"], ["-7", "-6", "-5"], ["-7", "nan"]):
+        assert command(tiny_file, tmp_path / "x", "thompson", "--rho-init", *bad) == 2
+
+
+def test_the_training_samples_are_recorded_and_reach_the_trainer(tiny_file, tmp_path):
+    settings = bandit_run.agent_settings("thompson", STEPS, thompson={"num_train_samples": 3})
+    assert bandit_run.make_agent(settings, num_features=5).trainer.num_samples == 3
+    assert bandit_run.make_agent(bandit_run.agent_settings("thompson", STEPS),
+                                 num_features=5).trainer.num_samples == 2  # the paper's
+    out = tmp_path / "out"
+    assert command(tiny_file, out, "thompson", "--train-samples", "3") == 0
+    assert record(out, "thompson")["settings"]["num_train_samples"] == 3
+    assert command(tiny_file, tmp_path / "x", "thompson", "--train-samples", "0") == 2
+
+
+def test_kl_weighting_and_act_on_are_checked_recorded_and_reach_the_agent(tiny_file, tmp_path):
+    for bad, message in (({"kl_weighting": "linear"}, "kl_weighting"), ({"act_on": "mean"}, "act_on")):
+        with pytest.raises(ValueError, match=message):
+            bandit_run.thompson_settings(bad)
+    settings = bandit_run.agent_settings("thompson", STEPS, thompson={"kl_weighting": "blundell",
+                                                                      "act_on": "weights"})
+    agent = bandit_run.make_agent(settings, num_features=5)
+    assert agent.kl_weighting == "blundell" and agent.act_on == "weights"
+    expected = [2 ** (64 - i) / (2 ** 64 - 1) for i in range(1, 65)]  # the paper's 64 x 64 / 4096
+    np.testing.assert_allclose(agent.kl_weights, expected, rtol=1e-14)
+    paper = bandit_run.make_agent(bandit_run.agent_settings("thompson", STEPS), num_features=5)
+    assert paper.kl_weighting == "uniform" and paper.act_on == "outputs"
+    np.testing.assert_array_equal(paper.kl_weights, np.full(64, 64 / 4096))
+    out = tmp_path / "out"
+    assert command(tiny_file, out, "thompson", "--kl-weighting", "blundell", "--act-on", "weights") == 0
+    stored = record(out, "thompson")["settings"]
+    assert (stored["kl_weighting"], stored["act_on"]) == ("blundell", "weights")
+    for bad in (["--kl-weighting", "linear"], ["--act-on", "mean"]):
+        assert command(tiny_file, tmp_path / "x", "thompson", *bad) == 2
+
+
+NEW_KEYS = ("optimizer", "clip_gradient", "kl_weighting", "act_on", "kl_scale")
+
+
+def without_new_keys(settings):
+    return {key: value for key, value in settings.items() if key not in NEW_KEYS}
+
+
+def test_records_and_checkpoints_written_before_the_new_settings_still_match(tiny_file, tmp_path,
+                                                                              monkeypatch, caplog):
+    monkeypatch.setattr(bandit.play, "SEGMENT_STEPS", 2)  # a checkpoint after step 6
+    out = tmp_path / "out"
+    play(tiny_file, out, agents=["thompson", "greedy-0"])
+    for name in ("thompson", "greedy-0"):  # as an earlier version wrote them
+        path = out / f"agent-{name}.json"
+        stored = json.loads(path.read_text())
+        stored["settings"] = without_new_keys(stored["settings"])
+        path.write_text(json.dumps(stored))
+    summary = play(tiny_file, out, agents=["thompson", "greedy-0"])
+    assert [row["skipped"] for row in summary["agents"]] == [True, True]
+    assert summary["thompson"] == bandit_run.THOMPSON_SETTINGS
+    assert summary["greedy"] == bandit_run.GREEDY_SETTINGS
+    # an old checkpoint of a shorter run: continued, not played from the start
+    play(tiny_file, tmp_path / "whole", agents=["thompson", "greedy-0"], steps=STEPS + 2)
+    for name in ("thompson", "greedy-0"):
+        (out / f"agent-{name}.json").unlink()
+        path = str(out / f"agent-{name}.bbb")
+        extra = read_metadata(path)["extra"]
+        agent = bandit_run.make_agent(without_new_keys(extra["settings"]), 27)
+        agent.load(path)
+        agent.save(path, extra=dict(extra, settings=without_new_keys(extra["settings"])))
+    caplog.set_level("INFO")
+    play(tiny_file, out, agents=["thompson", "greedy-0"], steps=STEPS + 2)
+    assert caplog.text.count(f"resuming after step {STEPS}") == 2
+    for name in ("thompson", "greedy-0"):
+        assert record(out, name)["actions"] == record(tmp_path / "whole", name)["actions"]
+
+
+REPRODUCTION = {"optimizer": "sgd", "learning_rate": 1e-3, "rho_init": [-7.0, -6.0],
+                "kl_weighting": "blundell", "clip_gradient": 1.0, "act_on": "weights",
+                "num_action_samples": 3, "num_train_samples": 1}
+GREEDY_REPRODUCTION = {"optimizer": "sgd", "learning_rate": 1e-5, "clip_gradient": 1.0}
+
+
+def play_reproduction(tiny_file, out, agent):
+    return bandit_run.run_agents(str(tiny_file), STEPS, str(out), agents=[agent], num_minibatches=3,
+                                 thompson=REPRODUCTION, greedy=GREEDY_REPRODUCTION)
+
+
+@pytest.mark.parametrize("agent", ["thompson", "greedy-1"])
+def test_a_run_with_the_reproductions_settings_resumes_exactly(tiny_file, tmp_path, monkeypatch,
+                                                               caplog, agent):
+    """SGD, a rho range, Eq. (9) weighting, clipping and acting on averaged weights: stopped
+    after 2 of 3 segments and resumed, the same actions and the same final network and
+    optimizer state as the uninterrupted run."""
+    monkeypatch.setattr(bandit.play, "SEGMENT_STEPS", 2)
+    play_reproduction(tiny_file, tmp_path / "whole", agent)
+    out = tmp_path / "out"
+    with monkeypatch.context() as patch:
+        StopAfterSegments(patch, stop=2)
+        with pytest.raises(Interrupted):
+            play_reproduction(tiny_file, out, agent)
+    caplog.set_level("INFO")
+    play_reproduction(tiny_file, out, agent)
+    assert "resuming after step 4" in caplog.text
+    resumed, whole = record(out, agent), record(tmp_path / "whole", agent)
+    assert resumed["actions"] == whole["actions"] and resumed["settings"] == whole["settings"]
+    expected = REPRODUCTION if agent == "thompson" else GREEDY_REPRODUCTION
+    assert {key: resumed["settings"][key] for key in expected} == expected
+    ours = read_checkpoint(str(out / f"agent-{agent}.bbb"), with_optimizer=True)
+    theirs = read_checkpoint(str(tmp_path / "whole" / f"agent-{agent}.bbb"), with_optimizer=True)
+    assert sorted(ours.arrays) == sorted(theirs.arrays) and ours.arrays
+    for name in ours.arrays:
+        np.testing.assert_array_equal(ours.arrays[name], theirs.arrays[name])
+    assert ours.optimizer[0] == theirs.optimizer[0] and ours.optimizer[0]["family"] == "sgd"

@@ -6,7 +6,11 @@
 the last 4096 interactions, ``num_minibatches`` (the paper: 64) minibatches of 64 after every
 interaction, Adam at 1e-3, and for the Bayesian agent the scale-mixture prior pi = 1/2,
 -log sigma1 = 0, -log sigma2 = 6, two weight samples per training step and two averaged to
-act. Every agent is seeded the same way (``mx.random.seed(seed)``, agent seed, episode seed),
+act. Each of these can be changed (:func:`agent_settings`): the optimizer, its learning rate
+and gradient clipping per kind of agent, and for the Bayesian agent the prior, the samples,
+the initial rho (one value or a uniform range), the complexity weight and its weighting
+across minibatches (Eq. 9), and whether it acts on averaged predictions or averaged weights.
+Every agent is seeded the same way (``mx.random.seed(seed)``, agent seed, episode seed),
 so all see the same mushrooms and coin flips, and an agent's result does not depend on which
 agents ran before it.
 
@@ -40,6 +44,7 @@ import mxnet as mx
 import numpy as np
 
 from .. import bandit, plots
+from .._checks import check_positive
 from ..checkpoint import CheckpointError, atomic_write_bytes, read_json, write_json
 from ..machine import machine_info
 from ..mushroom import load_mushroom
@@ -49,6 +54,9 @@ from ..runlock import RunFolderLock
 __all__ = [
     "AGENTS",
     "PAPER_SETTINGS",
+    "OPTIMIZER_SETTINGS",
+    "GREEDY_SETTINGS",
+    "greedy_settings",
     "MAX_CURVE_POINTS",
     "agent_settings",
     "thompson_settings",
@@ -76,23 +84,41 @@ PAPER_SETTINGS = {
     "hidden": [100, 100],
     "buffer_size": 4096,
     "batch_size": 64,
-    "learning_rate": 1e-3,
     "noise_sigma": 1.0,
 }
-#: The Bayesian agent's extra settings, the paper's and notebook 08's: prior (-log sigma
-#: convention), weight samples to act and per training step, initial rho, and what the
-#: complexity weight counts as the data set (:class:`gluon_bbb.bandit.ThompsonAgent`).
+#: How each agent trains, the paper's: Adam ('adam' or 'sgd', plain SGD on the cost summed
+#: over a minibatch) at learning rate 1e-3, no gradient clipping (None, or the bound C of
+#: the elementwise clipping to [-C, C]). Each kind of agent has its own: in
+#: :data:`THOMPSON_SETTINGS` and in :data:`GREEDY_SETTINGS`.
+OPTIMIZER_SETTINGS = {
+    "optimizer": "adam",
+    "learning_rate": 1e-3,
+    "clip_gradient": None,
+}
+#: The epsilon-greedy agents' own settings: their optimizer (:data:`OPTIMIZER_SETTINGS`).
+GREEDY_SETTINGS = dict(OPTIMIZER_SETTINGS)
+#: The Bayesian agent's own settings, the paper's and notebook 08's: its optimizer
+#: (:data:`OPTIMIZER_SETTINGS`), prior (-log sigma convention), weight samples to act and per
+#: training step, initial rho (a number, or [low, high] for a uniform draw), what the
+#: complexity weight counts as the data set, its scale and its weighting across an
+#: interaction's minibatches, and what the agent acts on
+#: (:class:`gluon_bbb.bandit.ThompsonAgent`).
 THOMPSON_SETTINGS = {
+    **OPTIMIZER_SETTINGS,
     "prior": {"pi": 0.5, "log_sigma1": 0.0, "log_sigma2": 6.0},
     "num_action_samples": 2,
     "num_train_samples": 2,
     "rho_init": -5.0,
     "kl_data": "buffer",
     "kl_scale": 1.0,
+    "kl_weighting": "uniform",
+    "act_on": "outputs",
 }
-#: Thompson settings added after runs were stored, with the value those runs had: a stored
-#: record or checkpoint that lacks one ran with it.
-LATER_THOMPSON_DEFAULTS = {"kl_scale": 1.0}
+#: Settings added after runs were stored, with the value those runs had: a stored record or
+#: checkpoint that lacks one ran with it (the learning rate was stored from the start).
+LATER_GREEDY_DEFAULTS = {"optimizer": "adam", "clip_gradient": None}
+LATER_THOMPSON_DEFAULTS = {"kl_scale": 1.0, "kl_weighting": "uniform", "act_on": "outputs",
+                           **LATER_GREEDY_DEFAULTS}
 #: Steps at which ``bandit.md`` gives every agent's cumulative expected regret (the paper's
 #: horizon is 50,000), with the last step of the run.
 MILESTONES = (1_000, 5_000, 10_000, 25_000, 50_000)
@@ -112,7 +138,7 @@ def _check_agent(name):
 
 
 def agent_settings(name, steps, seed=0, num_minibatches=64, data_sha256=None, thompson=None,
-                   buffer_size=PAPER_SETTINGS["buffer_size"]):
+                   buffer_size=PAPER_SETTINGS["buffer_size"], greedy=None):
     """Everything that determines an agent's run; equal settings mean an identical run.
 
     Parameters
@@ -127,6 +153,8 @@ def agent_settings(name, steps, seed=0, num_minibatches=64, data_sha256=None, th
         For the Thompson agent: values replacing those of :data:`THOMPSON_SETTINGS` (any of
         its keys; a 'prior' replaces the whole prior).
     buffer_size : int, the most recent interactions kept for training (the paper: 4096)
+    greedy : dict, optional
+        For the epsilon-greedy agents: values replacing those of :data:`GREEDY_SETTINGS`.
 
     Returns
     -------
@@ -143,9 +171,49 @@ def agent_settings(name, steps, seed=0, num_minibatches=64, data_sha256=None, th
                     label=label, epsilon=epsilon, steps=int(steps), seed=int(seed),
                     num_minibatches=int(num_minibatches), buffer_size=int(buffer_size),
                     mushroom_sha256=data_sha256)
-    if epsilon is None:
-        settings.update(thompson_settings(thompson))
+    settings.update(thompson_settings(thompson) if epsilon is None else greedy_settings(greedy))
     return settings
+
+
+def greedy_settings(overrides=None):
+    """:data:`GREEDY_SETTINGS` with ``overrides``, every value checked.
+
+    Raises
+    ------
+    ValueError
+        An unknown key or a value out of range, named.
+    """
+    overrides = dict(overrides or {})
+    unknown = sorted(set(overrides) - set(GREEDY_SETTINGS))
+    if unknown:
+        raise ValueError(f"unknown greedy settings {unknown}; known: {sorted(GREEDY_SETTINGS)}")
+    return _checked_optimizer(dict(GREEDY_SETTINGS, **overrides))
+
+
+def _checked_optimizer(settings):
+    """``settings`` with its :data:`OPTIMIZER_SETTINGS` checked and normalised (floats)."""
+    optimizers = bandit.ThompsonAgent.OPTIMIZERS
+    if settings["optimizer"] not in optimizers:
+        raise ValueError(f"optimizer must be one of {optimizers}, got {settings['optimizer']!r}")
+    settings["learning_rate"] = check_positive("learning_rate", settings["learning_rate"])
+    if settings["clip_gradient"] is not None:
+        settings["clip_gradient"] = check_positive("clip_gradient", settings["clip_gradient"])
+    return settings
+
+
+def _is_finite_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _checked_rho_init(value):
+    """A finite rho as a float, or a range [low, high] (low < high) as a list of two floats."""
+    if _is_finite_number(value):
+        return float(value)
+    if (isinstance(value, (list, tuple)) and len(value) == 2
+            and all(_is_finite_number(bound) for bound in value) and value[0] < value[1]):
+        return [float(value[0]), float(value[1])]
+    raise ValueError(f"rho_init must be a finite number or a range [low, high] with low < high, "
+                     f"got {value!r}")
 
 
 def thompson_settings(overrides=None):
@@ -171,17 +239,17 @@ def thompson_settings(overrides=None):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ValueError(f"{key} must be an integer >= 1, got {value!r}")
         settings[key] = int(value)
-    if not (isinstance(settings["rho_init"], (int, float)) and math.isfinite(settings["rho_init"])):
-        raise ValueError(f"rho_init must be a finite number, got {settings['rho_init']!r}")
-    settings["rho_init"] = float(settings["rho_init"])
+    settings["rho_init"] = _checked_rho_init(settings["rho_init"])
     scale = settings["kl_scale"]
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale < math.inf:
         raise ValueError(f"kl_scale must be a positive finite number, got {scale!r}")
     settings["kl_scale"] = float(scale)
-    if settings["kl_data"] not in bandit.ThompsonAgent.KL_DATA:
-        raise ValueError(f"kl_data must be one of {bandit.ThompsonAgent.KL_DATA}, "
-                         f"got {settings['kl_data']!r}")
-    return settings
+    for key, choices in (("kl_data", bandit.ThompsonAgent.KL_DATA),
+                         ("kl_weighting", bandit.ThompsonAgent.KL_WEIGHTINGS),
+                         ("act_on", bandit.ThompsonAgent.ACT_ON)):
+        if settings[key] not in choices:
+            raise ValueError(f"{key} must be one of {choices}, got {settings[key]!r}")
+    return _checked_optimizer(settings)
 
 
 def make_agent(settings, num_features, ctx=None):
@@ -191,21 +259,24 @@ def make_agent(settings, num_features, ctx=None):
     -------
     bandit.ThompsonAgent or bandit.EpsilonGreedyAgent
     """
+    settings = _with_later_defaults(settings)  # stored by an earlier version, maybe
     common = dict(hidden_sizes=tuple(settings["hidden"]), noise_sigma=settings["noise_sigma"],
                   buffer_size=settings["buffer_size"], num_minibatches=settings["num_minibatches"],
-                  batch_size=settings["batch_size"], learning_rate=settings["learning_rate"],
+                  batch_size=settings["batch_size"], optimizer=settings["optimizer"],
+                  learning_rate=settings["learning_rate"], clip_gradient=settings["clip_gradient"],
                   seed=settings["seed"], ctx=ctx)
-    settings = _with_later_defaults(settings)  # stored by an earlier version, maybe
     mx.random.seed(settings["seed"])  # the network's initialisation
     if settings["epsilon"] is not None:
         return bandit.EpsilonGreedyAgent(num_features, epsilon=settings["epsilon"], **common)
-    prior = settings["prior"]
+    prior, rho_init = settings["prior"], settings["rho_init"]
     return bandit.ThompsonAgent(
         num_features, prior=ScaleMixturePrior(prior["pi"], math.exp(-prior["log_sigma1"]),
                                               math.exp(-prior["log_sigma2"])),
         num_action_samples=settings["num_action_samples"],
-        num_train_samples=settings["num_train_samples"], rho_init=settings["rho_init"],
-        kl_data=settings["kl_data"], kl_scale=settings["kl_scale"], **common)
+        num_train_samples=settings["num_train_samples"],
+        rho_init=tuple(rho_init) if isinstance(rho_init, list) else rho_init,
+        kl_data=settings["kl_data"], kl_scale=settings["kl_scale"],
+        kl_weighting=settings["kl_weighting"], act_on=settings["act_on"], **common)
 
 
 def _agent_path(output_dir, name):
@@ -291,9 +362,11 @@ def _checkpoint_path(output_dir, name):
 
 
 def _with_later_defaults(settings):
-    """Stored settings of a Thompson agent completed with :data:`LATER_THOMPSON_DEFAULTS`."""
-    if isinstance(settings, dict) and "epsilon" in settings and settings["epsilon"] is None:
-        return dict(LATER_THOMPSON_DEFAULTS, **settings)
+    """Stored settings of an agent completed with :data:`LATER_THOMPSON_DEFAULTS` or
+    :data:`LATER_GREEDY_DEFAULTS`."""
+    if isinstance(settings, dict) and "epsilon" in settings:
+        later = LATER_THOMPSON_DEFAULTS if settings["epsilon"] is None else LATER_GREEDY_DEFAULTS
+        return dict(later, **settings)
     return settings
 
 
@@ -354,7 +427,7 @@ def _play(settings, env, output_dir, ctx, progress):
 
 def run_agents(mushroom_path, steps, output_dir, agents=tuple(AGENTS), seed=0, num_minibatches=64,
                ctx=None, progress=False, command=None, thompson=None,
-               buffer_size=PAPER_SETTINGS["buffer_size"]):
+               buffer_size=PAPER_SETTINGS["buffer_size"], greedy=None):
     """Play each agent for ``steps`` steps (skipping those already stored) and summarise.
 
     Parameters
@@ -371,6 +444,8 @@ def run_agents(mushroom_path, steps, output_dir, agents=tuple(AGENTS), seed=0, n
     thompson : dict, optional
         Settings of the Thompson agent replacing the paper's (:func:`thompson_settings`).
     buffer_size : int, the most recent interactions every agent trains on (the paper: 4096)
+    greedy : dict, optional
+        Settings of the epsilon-greedy agents replacing the paper's (:func:`greedy_settings`).
 
     Returns
     -------
@@ -378,6 +453,7 @@ def run_agents(mushroom_path, steps, output_dir, agents=tuple(AGENTS), seed=0, n
     """
     start = time.time()
     thompson_settings(thompson)  # checked before anything runs
+    greedy_settings(greedy)
     agents = list(dict.fromkeys(agents))
     if not agents:
         raise ValueError("no agents to play")
@@ -387,8 +463,8 @@ def run_agents(mushroom_path, steps, output_dir, agents=tuple(AGENTS), seed=0, n
     with open(mushroom_path, "rb") as handle:
         sha256 = hashlib.sha256(handle.read()).hexdigest()
     env = bandit.MushroomBandit(data.contexts, data.edible)
-    all_settings = [agent_settings(name, steps, seed, num_minibatches, sha256, thompson, buffer_size)
-                    for name in agents]
+    all_settings = [agent_settings(name, steps, seed, num_minibatches, sha256, thompson,
+                                   buffer_size, greedy) for name in agents]
     with RunFolderLock(output_dir):  # one writer per folder
         return _run_agents_locked(all_settings, env, data, mushroom_path, steps, output_dir, ctx,
                                   progress, command, start)
@@ -434,11 +510,13 @@ def _summary(records, skipped, env, data, mushroom_path, command, seconds):
             for record in records]
     settings = {key: value for key, value in records[0]["settings"].items()
                 if key not in ("agent", "label", "epsilon")}
-    for key in THOMPSON_SETTINGS:
+    for key in (*THOMPSON_SETTINGS, *GREEDY_SETTINGS):  # each kind's own, below
         settings.pop(key, None)
     thompson = next(({key: record["settings"][key] for key in THOMPSON_SETTINGS}
                      for record in records if record["settings"]["epsilon"] is None), None)
-    return {"agents": rows, "settings": settings, "thompson": thompson,
+    greedy = next(({key: record["settings"][key] for key in GREEDY_SETTINGS}
+                   for record in records if record["settings"]["epsilon"] is not None), None)
+    return {"agents": rows, "settings": settings, "thompson": thompson, "greedy": greedy,
             "mushroom_path": os.path.abspath(mushroom_path), "num_mushrooms": len(env.edible),
             "edible_fraction": float(data.edible.mean()), "num_features": env.num_features,
             "agent_seconds_total": float(sum(row["seconds"] for row in rows)),
@@ -472,6 +550,24 @@ def milestone_table(rows):
     return "\n".join(lines) + "\n"
 
 
+def _optimizer_text(settings):
+    """An agent's optimizer in words, e.g. 'adam at learning rate 0.001'."""
+    text = f"{settings['optimizer']} at learning rate {settings['learning_rate']:g}"
+    clip = settings["clip_gradient"]
+    if clip is not None:
+        text += f", gradients clipped to [-{clip:g}, {clip:g}]"
+    return text
+
+
+def _training_text(summary):
+    """', trained with ...' naming each kind's optimizer, for ``bandit.md``."""
+    kinds = [(label, summary[key]) for key, label in (("thompson", "Thompson sampling"),
+                                                       ("greedy", "the greedy agents"))
+             if summary[key] is not None]
+    return ", trained with " + "; ".join(f"{_optimizer_text(settings)} ({label})"
+                                         for label, settings in kinds)
+
+
 def _write_summary(output_dir, summary, records, env):
     write_json(os.path.join(output_dir, SUMMARY_JSON), summary)
     settings = summary["settings"]
@@ -479,8 +575,9 @@ def _write_summary(output_dir, summary, records, env):
             f"Mushroom bandit (Blundell et al. 2015, section 5.3): {settings['steps']:,} steps per "
             f"agent, seed {settings['seed']}, networks {'x'.join(map(str, settings['hidden']))} "
             f"ReLU, buffer {settings['buffer_size']}, {settings['num_minibatches']} minibatches of "
-            f"{settings['batch_size']} per interaction. Regret is the oracle's reward minus the "
-            f"agent's; the expected regret averages the coin flip of a poisonous meal.\n\n"
+            f"{settings['batch_size']} per interaction{_training_text(summary)}. Regret is the "
+            f"oracle's reward minus the agent's; the expected regret averages the coin flip of a "
+            f"poisonous meal.\n\n"
             f"{summary_table(summary['agents'])}\n"
             f"Cumulative expected regret after each number of steps:\n\n"
             f"{milestone_table(summary['agents'])}\n"
