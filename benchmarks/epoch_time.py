@@ -3,8 +3,10 @@
 
 All models are timed in ONE process on the same shuffled ``gluon_bbb.data.ArrayLoader``
 (60,000 images, batch 128, 469 batches) with the same network, a hybridized
-784-400-400-10 ReLU ``gluon.nn.HybridSequential`` (or, with ``--network lenet``,
-``gluon_bbb.models.lenet()``), and Adam (learning rate 1e-3):
+784-400-400-10 ReLU ``gluon.nn.HybridSequential`` (``--hidden 1200 1200`` for other widths; or,
+with ``--network lenet``, ``gluon_bbb.models.lenet()``), and the same optimizer, Adam at
+1e-3 by default, or plain SGD at 1e-3 with ``--optimizer sgd`` (MXNet's for the deterministic
+network; the fused path's FusedAdam or FusedSGD for BBB):
 
 * ``deterministic``: ``gluon.Trainer`` + ``SoftmaxCrossEntropyLoss``; the epoch loop also
   accumulates the summed loss and the training mistakes on the device, as
@@ -104,8 +106,8 @@ def machine_info():
 
 
 # ---------------------------------------------------------------- models
-def make_net(network="mlp"):
-    """784-400-400-10 ReLU MLP, shapes known up front (no deferred initialisation), or
+def make_net(network="mlp", hidden=(400, 400)):
+    """784-H1-H2-10 ReLU MLP, shapes known up front (no deferred initialisation), or
     ``gluon_bbb.models.lenet()`` (``network='lenet'``), shapes known after one forward pass."""
     if network == "lenet":
         net = gluon_bbb.models.lenet()
@@ -114,25 +116,27 @@ def make_net(network="mlp"):
         return net
     net = gluon.nn.HybridSequential()
     with net.name_scope():
-        net.add(gluon.nn.Dense(400, activation="relu", in_units=784),
-                gluon.nn.Dense(400, activation="relu", in_units=400),
-                gluon.nn.Dense(10, in_units=400))
+        units = 784
+        for width in hidden:
+            net.add(gluon.nn.Dense(width, activation="relu", in_units=units))
+            units = width
+        net.add(gluon.nn.Dense(10, in_units=units))
     net.initialize(mx.init.Xavier(), ctx=mx.cpu())
     return net
 
 
 class Deterministic:
-    """The plain network trained with gluon.Trainer + Adam + SoftmaxCrossEntropyLoss."""
+    """The plain network trained with gluon.Trainer + MXNet's optimizer + SoftmaxCrossEntropyLoss."""
 
     name = "deterministic"
 
-    def __init__(self, loader, network="mlp"):
+    def __init__(self, loader, network="mlp", hidden=(400, 400), optimizer="adam"):
         self.loader = loader
-        self.net = make_net(network)
+        self.net = make_net(network, hidden)
         self.net.hybridize()
         self.loss = gluon.loss.SoftmaxCrossEntropyLoss()
         self.loss.hybridize()
-        self.trainer = gluon.Trainer(self.net.collect_params(), "adam",
+        self.trainer = gluon.Trainer(self.net.collect_params(), optimizer,
                                      {"learning_rate": LEARNING_RATE})
 
     def step(self, data, label):
@@ -168,11 +172,12 @@ class Deterministic:
 class BBB:
     """gluon_bbb.BBBTrainer.fit for one epoch."""
 
-    def __init__(self, name, prior, loader, fused, network="mlp", estimator="weights"):
+    def __init__(self, name, prior, loader, fused, network="mlp", estimator="weights",
+                 hidden=(400, 400), optimizer="adam"):
         self.name = name
         self.loader = loader
         self.trainer = gluon_bbb.BBBTrainer(
-            make_net(network), gluon_bbb.BBBLoss(prior), optimizer="adam",
+            make_net(network, hidden), gluon_bbb.BBBLoss(prior), optimizer=optimizer,
             optimizer_params={"learning_rate": LEARNING_RATE}, seed=0, fused=fused,
             estimator=estimator)
 
@@ -241,6 +246,10 @@ def parse_args(argv=None):
     parser.add_argument("--no-fused", action="store_true", help="time only the pure-MXNet path")
     parser.add_argument("--network", choices=("mlp", "lenet"), default="mlp",
                         help="the network of every model: the 2x400 MLP or the LeNet-5")
+    parser.add_argument("--hidden", nargs="+", type=int, default=[400, 400],
+                        help="hidden widths of the MLP")
+    parser.add_argument("--optimizer", choices=("adam", "sgd"), default="adam",
+                        help="of every model (plain SGD without momentum)")
     parser.add_argument("--priors", nargs="+", choices=("gaussian", "scale-mixture"),
                         default=["gaussian", "scale-mixture"])
     parser.add_argument("--paths", nargs="+", choices=("fused", "mxnet"), default=["fused", "mxnet"],
@@ -264,9 +273,10 @@ def main(argv=None):
                          subset=args.subset)["train"]
     print(f"MNIST train: {loader.num_examples} images, batch {BATCH_SIZE}, {len(loader)} batches/epoch",
           flush=True)
-    print(f"network: {args.network}", flush=True)
+    print(f"network: {args.network} {args.hidden if args.network == 'mlp' else ''}, "
+          f"optimizer: {args.optimizer}", flush=True)
     models = [
-        Deterministic(loader, args.network),
+        Deterministic(loader, args.network, tuple(args.hidden), args.optimizer),
     ]
     priors = {"gaussian": lambda: gluon_bbb.GaussianPrior(1.0),
               "scale-mixture": lambda: gluon_bbb.ScaleMixturePrior(0.5, 1.0, math.exp(-6.0))}
@@ -276,7 +286,8 @@ def main(argv=None):
             for estimator in args.estimators:
                 suffix = "" if estimator == "weights" else f"-{estimator}"
                 models.append(BBB(f"bbb-{prior_name}-{path}{suffix}", priors[prior_name](), loader,
-                                  path == "fused", args.network, estimator))
+                                  path == "fused", args.network, estimator,
+                                  tuple(args.hidden), args.optimizer))
     if args.tutorial:
         models.append(Tutorial(loader, args.warmup))
     for model in models:
@@ -309,6 +320,8 @@ def main(argv=None):
             "batch_size": BATCH_SIZE,
             "num_batches": len(loader),
             "network": args.network,
+            "hidden": args.hidden,
+            "optimizer": args.optimizer,
             "warmup_batches": args.warmup,
             "repeats": args.repeats,
             "seconds": results,
