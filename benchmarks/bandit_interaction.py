@@ -28,7 +28,7 @@ import numpy as np
 from mxnet import nd
 
 from gluon_bbb import bandit
-from gluon_bbb.experiments import bandit_run
+from gluon_bbb.experiments import bandit_run, bandit_settings
 from gluon_bbb.machine import machine_info
 from gluon_bbb.mushroom import load_mushroom
 
@@ -66,8 +66,8 @@ def play(agent, env, indices, harmful, timed_steps):
 
 
 def measure(name, env, warmup, interactions):
-    settings = bandit_run.agent_settings(name, warmup + interactions)
-    agent = bandit_run.make_agent(settings, env.num_features)
+    settings = bandit_settings.agent_settings(name, warmup + interactions)
+    agent = bandit_settings.make_agent(settings, env.num_features)
     indices, harmful = env.draw_episode(warmup + interactions, seed=0)
     timed = TimedSteps(agent, settings["num_minibatches"])
     play(agent, env, indices[:warmup], harmful[:warmup], timed)
@@ -81,7 +81,7 @@ def measure(name, env, warmup, interactions):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--agents", nargs="+", default=["thompson", "greedy-0"],
-                        choices=list(bandit_run.AGENTS))
+                        choices=list(bandit_settings.AGENTS))
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--interactions", type=int, default=100)
     parser.add_argument("--json", default=None)
@@ -96,7 +96,7 @@ def main(argv=None):
         row = measure(name, env, args.warmup, args.interactions)
         results["agents"][name] = row
         hours = row["total"] * 50_000 / 1e3 / 3600
-        print(f"| {bandit_run.AGENTS[name][0]} | " + " | ".join(f"{row[p]:.1f}" for p in parts)
+        print(f"| {bandit_settings.AGENTS[name][0]} | " + " | ".join(f"{row[p]:.1f}" for p in parts)
               + f" | {hours:.2f} h |", flush=True)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:

@@ -4,10 +4,10 @@ One call of the operator ``gluon_bbb_variational`` does, for every weight tensor
 what the pure-MXNet path does in dozens of operators: draw eps ~ N(0, 1) from MXNet's seeded
 random states, sigma = softplus(rho), w = mu + sigma * eps (section 3.2, step 2), and the
 complexity sum_j [log q(w_j | theta) - log P(w_j)] of Eq. (8); its backward pass gives the
-gradients with respect to mu and rho. Three helpers share the library: ``gluon_bbb_finite_guard``
-(:func:`finite_guard`, the skip of a non-finite step in one pass), ``gluon_bbb_adam``
-(:class:`FusedAdam`, MXNet's Adam rule over all tensors in one pass), ``gluon_bbb_sgd``
-(:class:`FusedSGD`, MXNet's SGD rule, with or without momentum, likewise) and ``gluon_bbb_normal``
+gradients with respect to mu and rho. Helpers share the library: ``gluon_bbb_finite_guard``
+(:func:`finite_guard`, the skip of a non-finite step in one pass), ``gluon_bbb_adam`` and
+``gluon_bbb_sgd`` (MXNet's Adam and SGD rules over all tensors in one pass, used by
+:mod:`gluon_bbb.fused_optimizers`) and ``gluon_bbb_normal``
 (:func:`normal_sample`, mean + std * eps from the same random streams, for the local
 reparameterisation of :meth:`gluon_bbb.BBBTrainer.predict_proba`). The source is
 ``gluon_bbb/_ext/variational_op.cc``.
@@ -25,7 +25,6 @@ and logs the reason (``trainer.fused``, ``trainer.fused_reason``).
 """
 import hashlib
 import logging
-import math
 import os
 import platform
 import shutil
@@ -41,8 +40,9 @@ from mxnet import nd
 
 from .priors import GaussianPrior, ScaleMixturePrior
 
-__all__ = ["FusedStatus", "FusedAdam", "FusedSGD", "fused_optimizer", "FiniteGuard", "adam", "sgd", "fused_status", "fused_path",
-           "load_fused_op", "variational_sample", "finite_guard", "normal_sample", "OP_NAME", "NORMAL_OP_NAME", "OPERATORS", "ENV_SWITCH"]
+__all__ = ["FusedStatus", "FiniteGuard", "fused_status", "fused_path", "load_fused_op",
+           "variational_sample", "finite_guard", "normal_sample", "OP_NAME", "NORMAL_OP_NAME",
+           "OPERATORS", "ENV_SWITCH"]
 
 logger = logging.getLogger(__name__)
 
@@ -306,47 +306,6 @@ class FiniteGuard:
         return finite
 
 
-def adam(ctx, **optimizer_params):
-    """Adam for the parameters of any network on ``ctx``: :class:`FusedAdam` (one operator call
-    per step for all tensors) where the fused library loads and ``ctx`` is the CPU, else
-    ``mx.optimizer.Adam``. The update rule and the states are the same.
-
-    Parameters
-    ----------
-    ctx : mx.Context
-    **optimizer_params
-        Adam's, e.g. ``learning_rate=1e-3``.
-
-    Returns
-    -------
-    mx.optimizer.Optimizer, for ``gluon.Trainer(params, optimizer)``.
-    """
-    if ctx.device_type == "cpu" and fused_status().available:
-        return FusedAdam(**optimizer_params)
-    return mx.optimizer.Adam(**optimizer_params)
-
-
-def sgd(ctx, **optimizer_params):
-    """SGD for the parameters of any network on ``ctx``: :class:`FusedSGD` (one operator call
-    per step for all tensors) where the fused library loads and ``ctx`` is the CPU, else
-    ``mx.optimizer.SGD``. The update rule and the states are the same.
-
-    Parameters
-    ----------
-    ctx : mx.Context
-    **optimizer_params
-        SGD's, e.g. ``learning_rate=0.1``; without ``momentum`` it is plain SGD,
-        w <- w - learning_rate * grad.
-
-    Returns
-    -------
-    mx.optimizer.Optimizer, for ``gluon.Trainer(params, optimizer)``.
-    """
-    if ctx.device_type == "cpu" and fused_status().available:
-        return FusedSGD(**optimizer_params)
-    return mx.optimizer.SGD(**optimizer_params)
-
-
 def fused_path(ctx, dtype, params, requested=None, learnable_prior=False):
     """Whether a trainer's steps can use the fused operator, and why not; logs the reason
     when falling back.
@@ -421,133 +380,3 @@ def normal_sample(mean, std=None, variance=None):
     if tuple(scale.shape) != tuple(mean.shape):
         raise ValueError(f"{scale_is} has shape {tuple(scale.shape)}, the mean {tuple(mean.shape)}")
     return getattr(nd, NORMAL_OP_NAME)(mean, scale, scale_is=scale_is)
-
-
-def _fusable(operator, weights, grads):
-    """Whether the library's ``operator`` takes these tensors: it is loaded, and the tensors are
-    dense, on the CPU, and all float32 or all float64."""
-    return (hasattr(nd, operator) and weights[0].context.device_type == "cpu"
-            and all(w.dtype == weights[0].dtype and np.dtype(w.dtype).name in ("float32", "float64")
-                    for w in weights)
-            and not any(getattr(g, "stype", "default") != "default" for g in grads))
-
-
-def _number_list(values):
-    return ",".join(repr(float(v)) for v in values)
-
-
-class _FusedUpdates:
-    """What FusedAdam and FusedSGD share: take every tensor at once from ``gluon.Trainer``
-    (``aggregate_num``), and decide once per set of tensors whether the operator takes them."""
-
-    OPERATOR = None
-
-    def _init_fused(self):
-        self.aggregate_num = 1 << 20
-        self._fusable = {}  # tuple of indices -> whether the operator takes those tensors
-
-    def _fused_call(self, index, weight, grad, state):
-        """(index, weight, grad, state) as lists, or None when the tensors go one by one
-        through the parent class (a GPU context, float16, sparse, no library)."""
-        if not isinstance(index, (list, tuple)):
-            index, weight, grad, state = [index], [weight], [grad], [state]
-        key = tuple(index)
-        fusable = self._fusable.get(key)
-        if fusable is None:
-            fusable = self._fusable[key] = _fusable(self.OPERATOR, weight, grad)
-        if not fusable:
-            for i, w, g, s in zip(index, weight, grad, state):
-                super().update_multi_precision(i, w, g, s)
-            return None
-        return list(index), list(weight), list(grad), list(state)
-
-
-@mx.optimizer.register
-class FusedAdam(_FusedUpdates, mx.optimizer.Adam):
-    """MXNet's Adam, applied to all parameters in one fused operator call per step.
-
-    Same update rule, hyperparameters, optimizer states (mean, var) and bias correction as
-    ``mx.optimizer.Adam``, so checkpoints are interchangeable. ``gluon.Trainer`` hands it every
-    parameter at once (``aggregate_num``); tensors the operator cannot take (a GPU context,
-    float16, or no fused library in this process) go through ``mx.optimizer.Adam`` one by one.
-    """
-
-    OPERATOR = "gluon_bbb_adam"
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self._init_fused()
-
-    def update_multi_precision(self, index, weight, grad, state):
-        call = self._fused_call(index, weight, grad, state)
-        if call is None:
-            return
-        index, weight, grad, state = call
-        self._update_count(index)
-        lrs, wds = self._get_lrs(index), self._get_wds(index)
-        for j, i in enumerate(index):
-            t = self._index_update_count[i]
-            lrs[j] *= math.sqrt(1.0 - self.beta2 ** t) / (1.0 - self.beta1 ** t)
-        means = [s[0] for s in state]
-        variances = [s[1] for s in state]
-        nd.gluon_bbb_adam(*weight, *grad, *means, *variances, num_tensors=len(weight),
-                          lrs=_number_list(lrs), wds=_number_list(wds),
-                          beta1=repr(float(self.beta1)), beta2=repr(float(self.beta2)),
-                          epsilon=repr(float(self.epsilon)),
-                          rescale_grad=repr(float(self.rescale_grad)),
-                          clip_gradient=repr(float(self.clip_gradient or -1.0)))
-
-
-@mx.optimizer.register
-class FusedSGD(_FusedUpdates, mx.optimizer.SGD):
-    """MXNet's SGD (with or without momentum, weight decay and gradient clipping), applied to
-    all parameters in one fused operator call per step.
-
-    Same update rule, hyperparameters and optimizer state (the momentum, or none) as
-    ``mx.optimizer.SGD``, so checkpoints are interchangeable; tensors the operator cannot take
-    go through ``mx.optimizer.SGD``. Multi-precision (float16 weights with float32 copies) is
-    left to the parent class.
-    """
-
-    OPERATOR = "gluon_bbb_sgd"
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self._init_fused()
-
-    def update_multi_precision(self, index, weight, grad, state):
-        call = self._fused_call(index, weight, grad, state)
-        if call is None:
-            return
-        index, weight, grad, state = call
-        self._update_count(index)
-        lrs, wds = self._get_lrs(index), self._get_wds(index)
-        momenta = state if self.momentum > 0 else []
-        nd.gluon_bbb_sgd(*weight, *grad, *momenta, num_tensors=len(weight),
-                         lrs=_number_list(lrs), wds=_number_list(wds),
-                         momentum=repr(float(self.momentum)),
-                         rescale_grad=repr(float(self.rescale_grad)),
-                         clip_gradient=repr(float(self.clip_gradient or -1.0)))
-
-
-#: Optimizer names (lower case) that have a fused counterpart.
-FUSED_OPTIMIZERS = {"adam": FusedAdam, "sgd": FusedSGD}
-
-
-def fused_optimizer(name, optimizer_params):
-    """The fused counterpart of the optimizer called ``name`` ('adam', 'sgd'), built from
-    ``optimizer_params``, or None if it has none. The caller decides that the fused library
-    may be used (the CPU, :func:`fused_status`).
-
-    Parameters
-    ----------
-    name : str or mx.optimizer.Optimizer
-    optimizer_params : dict
-
-    Returns
-    -------
-    mx.optimizer.Optimizer or None
-    """
-    if not isinstance(name, str) or name.lower() not in FUSED_OPTIMIZERS:
-        return None
-    return FUSED_OPTIMIZERS[name.lower()](**optimizer_params)

@@ -2,9 +2,9 @@
 
 MXNet saves optimizer state with ``pickle`` (``Trainer.save_states``), and loading such a file
 runs whatever code it holds. This module stores it as data instead, for the optimizers
-gluon_bbb trains with: ``mx.optimizer.Adam`` and :class:`gluon_bbb.fused.FusedAdam` (the
+gluon_bbb trains with: ``mx.optimizer.Adam`` and :class:`gluon_bbb.fused_optimizers.FusedAdam` (the
 first and second moments of every tensor; their states are interchangeable) and
-``mx.optimizer.SGD`` and :class:`gluon_bbb.fused.FusedSGD` with or without momentum (the
+``mx.optimizer.SGD`` and :class:`gluon_bbb.fused_optimizers.FusedSGD` with or without momentum (the
 momentum of every tensor, or none):
 
 * arrays ``"<index>/<k>"``: the k-th array of the state of parameter ``index``;
@@ -24,7 +24,7 @@ import mxnet as mx
 from mxnet import nd
 
 from .checkpoint import CheckpointError, checked_field
-from .fused import FusedAdam, FusedSGD
+from .fused_optimizers import FusedAdam, FusedSGD
 
 __all__ = ["FAMILIES", "family", "capture", "restore", "load_pickled"]
 

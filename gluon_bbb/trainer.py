@@ -25,7 +25,8 @@ from . import persistence, predictive
 from .context import resolve_context
 from .estimators import LayerEstimators, check_estimator
 from .epochs import EpochTotals, NonFiniteLossError, checked_learning_rate, epoch_line
-from .fused import FiniteGuard, fused_optimizer, fused_path, variational_sample
+from .fused import FiniteGuard, fused_path, variational_sample
+from .fused_optimizers import fused_optimizer
 from ._math import softplus
 from .loss import BBBLoss
 from .posterior import GaussianNoise, VariationalPosterior, assign_arrays

@@ -24,7 +24,7 @@ from mxnet import nd
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from gluon_bbb.bandit.environment import EAT, PASS, action_inputs  # noqa: E402
 from gluon_bbb.checkpoint import read_json, read_metadata  # noqa: E402
-from gluon_bbb.experiments import bandit_run  # noqa: E402
+from gluon_bbb.experiments import bandit_run, bandit_settings  # noqa: E402
 from gluon_bbb.mushroom import load_mushroom  # noqa: E402
 from gluon_bbb.uncertainty import sample_network_outputs  # noqa: E402
 
@@ -42,10 +42,10 @@ def main(argv=None):
     stored = record.get("settings") if isinstance(record, dict) else None
     if not isinstance(stored, dict):
         sys.exit(f"{args.folder}/agent-thompson.json holds no agent settings")
-    settings = dict(bandit_run.THOMPSON_SETTINGS, **stored)
+    settings = dict(bandit_settings.THOMPSON_SETTINGS, **stored)
     data = load_mushroom()
     contexts, edible = data.contexts, data.edible
-    agent = bandit_run.make_agent(settings, contexts.shape[1])
+    agent = bandit_settings.make_agent(settings, contexts.shape[1])
     extra = agent.load(os.path.join(args.folder, "agent-thompson.bbb"))
     steps = len(extra["actions"]) if isinstance(extra, dict) and "actions" in extra else "?"
     inputs = action_inputs(contexts)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from gluon_bbb import bandit
-from gluon_bbb.experiments import bandit_run
+from gluon_bbb.experiments import bandit_run, bandit_settings
 from gluon_bbb.checkpoint import read_checkpoint, read_metadata
 from gluon_bbb.cli import main
 from gluon_bbb.mushroom import load_mushroom
@@ -24,7 +24,7 @@ def tiny_file(tmp_path):
     return path
 
 
-def play(tiny_file, out, agents=tuple(bandit_run.AGENTS), steps=STEPS):
+def play(tiny_file, out, agents=tuple(bandit_settings.AGENTS), steps=STEPS):
     return bandit_run.run_agents(str(tiny_file), steps, str(out), agents=agents,
                                  num_minibatches=1)
 
@@ -61,7 +61,7 @@ class CountingPlay:
 def test_run_writes_every_file_with_finite_regret(tiny_file, tmp_path):
     out = tmp_path / "out"
     summary = play(tiny_file, out)
-    names = list(bandit_run.AGENTS)
+    names = list(bandit_settings.AGENTS)
     assert [row["agent"] for row in summary["agents"]] == names
     assert not any(row["skipped"] for row in summary["agents"])
     env = bandit.MushroomBandit(*load_mushroom(tiny_file)[:2])
@@ -236,14 +236,14 @@ def test_a_damaged_agent_checkpoint_is_named_and_the_agent_played_from_the_start
 
 
 def test_thompson_settings_are_checked_recorded_and_change_the_run(tiny_file, tmp_path):
-    assert bandit_run.thompson_settings() == bandit_run.THOMPSON_SETTINGS
+    assert bandit_settings.thompson_settings() == bandit_settings.THOMPSON_SETTINGS
     for bad, message in (({"rho": 1}, "unknown Thompson settings"),
                          ({"num_action_samples": 0}, "num_action_samples"),
                          ({"kl_data": "all"}, "kl_data"),
                          ({"rho_init": float("nan")}, "rho_init"),
                          ({"prior": {"pi": 1.5, "log_sigma1": 0, "log_sigma2": 6}}, "pi")):
         with pytest.raises(ValueError, match=message):
-            bandit_run.thompson_settings(bad)
+            bandit_settings.thompson_settings(bad)
     out = tmp_path / "out"
     play(tiny_file, out, agents=["thompson"])
     before = record(out, "thompson")
@@ -253,7 +253,7 @@ def test_thompson_settings_are_checked_recorded_and_change_the_run(tiny_file, tm
     after = record(out, "thompson")
     assert not summary["agents"][0]["skipped"]  # other settings: played again
     assert {key: after["settings"][key] for key in chosen} == chosen
-    assert summary["thompson"] == dict(bandit_run.THOMPSON_SETTINGS, **chosen)
+    assert summary["thompson"] == dict(bandit_settings.THOMPSON_SETTINGS, **chosen)
     assert before["settings"]["kl_data"] == "buffer"
     code = main(["bandit", "--steps", str(STEPS), "--num-minibatches", "1", "--mushroom", str(tiny_file),
                  "--output-dir", str(out), "--agents", "thompson", "--no-progress",
@@ -265,12 +265,12 @@ def test_thompson_settings_are_checked_recorded_and_change_the_run(tiny_file, tm
 
 def test_the_buffer_size_is_checked_recorded_and_given_to_every_agent(tiny_file, tmp_path):
     with pytest.raises(ValueError, match="buffer_size"):
-        bandit_run.agent_settings("greedy-0", STEPS, buffer_size=0)
+        bandit_settings.agent_settings("greedy-0", STEPS, buffer_size=0)
     for name in ("thompson", "greedy-1"):
-        settings = bandit_run.agent_settings(name, STEPS, buffer_size=3)
-        agent = bandit_run.make_agent(settings, num_features=5)
+        settings = bandit_settings.agent_settings(name, STEPS, buffer_size=3)
+        agent = bandit_settings.make_agent(settings, num_features=5)
         assert settings["buffer_size"] == 3 and agent.buffer.capacity == 3
-    assert bandit_run.make_agent(bandit_run.agent_settings("thompson", STEPS, buffer_size=3),
+    assert bandit_settings.make_agent(bandit_settings.agent_settings("thompson", STEPS, buffer_size=3),
                                  num_features=5).kl_weight == 64 / 3
     out = tmp_path / "out"
     play(tiny_file, out, agents=["greedy-0"])
@@ -282,9 +282,9 @@ def test_the_buffer_size_is_checked_recorded_and_given_to_every_agent(tiny_file,
 def test_kl_scale_tempers_the_complexity_weight_and_old_records_still_match(tiny_file, tmp_path):
     for bad in (0, -1.0, float("inf"), "x", True):
         with pytest.raises(ValueError, match="kl_scale"):
-            bandit_run.thompson_settings({"kl_scale": bad})
-    settings = bandit_run.agent_settings("thompson", STEPS, thompson={"kl_scale": 0.25})
-    agent = bandit_run.make_agent(settings, num_features=5)
+            bandit_settings.thompson_settings({"kl_scale": bad})
+    settings = bandit_settings.agent_settings("thompson", STEPS, thompson={"kl_scale": 0.25})
+    agent = bandit_settings.make_agent(settings, num_features=5)
     assert agent.kl_scale == 0.25 and agent.kl_weight == 0.25 * 64 / 4096
     out = tmp_path / "out"
     play(tiny_file, out, agents=["thompson"])
@@ -308,7 +308,7 @@ def test_the_committed_50k_checkpoints_load_with_their_optimizer_state(folder, a
     import os
     path = os.path.join(os.path.dirname(__file__), "..", "docs", folder, f"agent-{agent}.bbb")
     extra = read_metadata(path)["extra"]
-    restored = bandit_run.make_agent(extra["settings"], 117)  # the mushrooms' one-hot features
+    restored = bandit_settings.make_agent(extra["settings"], 117)  # the mushrooms' one-hot features
     loaded = restored.load(path)
     assert len(loaded["actions"]) == len(extra["actions"]) == 50000
     if folder == "bandit-kl2":
@@ -323,8 +323,8 @@ def optimizer_of(agent):
 
 
 def test_each_kind_of_agent_has_its_own_optimizer_checked_recorded_and_used(tiny_file, tmp_path):
-    assert bandit_run.greedy_settings() == bandit_run.GREEDY_SETTINGS == bandit_run.OPTIMIZER_SETTINGS
-    for check in (bandit_run.thompson_settings, bandit_run.greedy_settings):
+    assert bandit_settings.greedy_settings() == bandit_settings.GREEDY_SETTINGS == bandit_settings.OPTIMIZER_SETTINGS
+    for check in (bandit_settings.thompson_settings, bandit_settings.greedy_settings):
         for bad, message in (({"optimizer": "rmsprop"}, "optimizer"),
                              ({"learning_rate": 0}, "learning_rate"),
                              ({"learning_rate": "fast"}, "learning_rate"),
@@ -333,15 +333,15 @@ def test_each_kind_of_agent_has_its_own_optimizer_checked_recorded_and_used(tiny
             with pytest.raises(ValueError, match=message):
                 check(bad)
     with pytest.raises(ValueError, match="unknown greedy settings"):
-        bandit_run.greedy_settings({"kl_scale": 2.0})
-    thompson = bandit_run.make_agent(bandit_run.agent_settings(
+        bandit_settings.greedy_settings({"kl_scale": 2.0})
+    thompson = bandit_settings.make_agent(bandit_settings.agent_settings(
         "thompson", STEPS, thompson={"optimizer": "sgd", "learning_rate": 2e-7, "clip_gradient": 1.0}),
         num_features=5)
     optimizer = optimizer_of(thompson)
     assert isinstance(optimizer, mx.optimizer.SGD) and optimizer.momentum == 0.0
     assert (optimizer.learning_rate, optimizer.clip_gradient) == (2e-7, 1.0)
-    greedy_settings = bandit_run.agent_settings("greedy-1", STEPS, greedy={"learning_rate": 1e-5})
-    optimizer = optimizer_of(bandit_run.make_agent(greedy_settings, num_features=5))
+    greedy_settings = bandit_settings.agent_settings("greedy-1", STEPS, greedy={"learning_rate": 1e-5})
+    optimizer = optimizer_of(bandit_settings.make_agent(greedy_settings, num_features=5))
     assert isinstance(optimizer, mx.optimizer.Adam) and optimizer.learning_rate == 1e-5
     assert optimizer.clip_gradient is None
     out = tmp_path / "out"
@@ -364,15 +364,15 @@ def test_each_kind_of_agent_has_its_own_optimizer_checked_recorded_and_used(tiny
 
 
 def test_rho_init_takes_a_value_or_a_uniform_range(tiny_file, tmp_path):
-    assert bandit_run.thompson_settings({"rho_init": (-7, -6)})["rho_init"] == [-7.0, -6.0]
+    assert bandit_settings.thompson_settings({"rho_init": (-7, -6)})["rho_init"] == [-7.0, -6.0]
     for bad in ([-6, -7], [-7], [-7, -6, -5], [float("nan"), 0], "x", True):
         with pytest.raises(ValueError, match="rho_init"):
-            bandit_run.thompson_settings({"rho_init": bad})
-    settings = bandit_run.agent_settings("thompson", STEPS, thompson={"rho_init": [-7.0, -6.0]})
-    agent = bandit_run.make_agent(settings, num_features=5)
+            bandit_settings.thompson_settings({"rho_init": bad})
+    settings = bandit_settings.agent_settings("thompson", STEPS, thompson={"rho_init": [-7.0, -6.0]})
+    agent = bandit_settings.make_agent(settings, num_features=5)
     rhos = np.concatenate([rho.data().asnumpy().ravel() for rho in agent.trainer.posterior.rhos])
     assert rhos.min() >= -7.0 and rhos.max() < -6.0 and rhos.std() > 0.2  # U(-7, -6): std 0.29
-    again = bandit_run.make_agent(settings, num_features=5)  # seeded: the same draw
+    again = bandit_settings.make_agent(settings, num_features=5)  # seeded: the same draw
     np.testing.assert_array_equal(
         np.concatenate([rho.data().asnumpy().ravel() for rho in again.trainer.posterior.rhos]), rhos)
     out = tmp_path / "out"
@@ -385,9 +385,9 @@ def test_rho_init_takes_a_value_or_a_uniform_range(tiny_file, tmp_path):
 
 
 def test_the_training_samples_are_recorded_and_reach_the_trainer(tiny_file, tmp_path):
-    settings = bandit_run.agent_settings("thompson", STEPS, thompson={"num_train_samples": 3})
-    assert bandit_run.make_agent(settings, num_features=5).trainer.num_samples == 3
-    assert bandit_run.make_agent(bandit_run.agent_settings("thompson", STEPS),
+    settings = bandit_settings.agent_settings("thompson", STEPS, thompson={"num_train_samples": 3})
+    assert bandit_settings.make_agent(settings, num_features=5).trainer.num_samples == 3
+    assert bandit_settings.make_agent(bandit_settings.agent_settings("thompson", STEPS),
                                  num_features=5).trainer.num_samples == 2  # the paper's
     out = tmp_path / "out"
     assert command(tiny_file, out, "thompson", "--train-samples", "3") == 0
@@ -398,14 +398,14 @@ def test_the_training_samples_are_recorded_and_reach_the_trainer(tiny_file, tmp_
 def test_kl_weighting_and_act_on_are_checked_recorded_and_reach_the_agent(tiny_file, tmp_path):
     for bad, message in (({"kl_weighting": "linear"}, "kl_weighting"), ({"act_on": "mean"}, "act_on")):
         with pytest.raises(ValueError, match=message):
-            bandit_run.thompson_settings(bad)
-    settings = bandit_run.agent_settings("thompson", STEPS, thompson={"kl_weighting": "blundell",
+            bandit_settings.thompson_settings(bad)
+    settings = bandit_settings.agent_settings("thompson", STEPS, thompson={"kl_weighting": "blundell",
                                                                       "act_on": "weights"})
-    agent = bandit_run.make_agent(settings, num_features=5)
+    agent = bandit_settings.make_agent(settings, num_features=5)
     assert agent.kl_weighting == "blundell" and agent.act_on == "weights"
     expected = [2 ** (64 - i) / (2 ** 64 - 1) for i in range(1, 65)]  # the paper's 64 x 64 / 4096
     np.testing.assert_allclose(agent.kl_weights, expected, rtol=1e-14)
-    paper = bandit_run.make_agent(bandit_run.agent_settings("thompson", STEPS), num_features=5)
+    paper = bandit_settings.make_agent(bandit_settings.agent_settings("thompson", STEPS), num_features=5)
     assert paper.kl_weighting == "uniform" and paper.act_on == "outputs"
     np.testing.assert_array_equal(paper.kl_weights, np.full(64, 64 / 4096))
     out = tmp_path / "out"
@@ -435,15 +435,15 @@ def test_records_and_checkpoints_written_before_the_new_settings_still_match(tin
         path.write_text(json.dumps(stored))
     summary = play(tiny_file, out, agents=["thompson", "greedy-0"])
     assert [row["skipped"] for row in summary["agents"]] == [True, True]
-    assert summary["thompson"] == bandit_run.THOMPSON_SETTINGS
-    assert summary["greedy"] == bandit_run.GREEDY_SETTINGS
+    assert summary["thompson"] == bandit_settings.THOMPSON_SETTINGS
+    assert summary["greedy"] == bandit_settings.GREEDY_SETTINGS
     # an old checkpoint of a shorter run: continued, not played from the start
     play(tiny_file, tmp_path / "whole", agents=["thompson", "greedy-0"], steps=STEPS + 2)
     for name in ("thompson", "greedy-0"):
         (out / f"agent-{name}.json").unlink()
         path = str(out / f"agent-{name}.bbb")
         extra = read_metadata(path)["extra"]
-        agent = bandit_run.make_agent(without_new_keys(extra["settings"]), 27)
+        agent = bandit_settings.make_agent(without_new_keys(extra["settings"]), 27)
         agent.load(path)
         agent.save(path, extra=dict(extra, settings=without_new_keys(extra["settings"])))
     caplog.set_level("INFO")

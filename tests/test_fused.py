@@ -22,7 +22,7 @@ import pytest
 from mxnet import autograd, gluon, nd
 
 from gluon_bbb import predictive
-from gluon_bbb import BBBLoss, BBBTrainer, GaussianPrior, ScaleMixturePrior, fused
+from gluon_bbb import BBBLoss, BBBTrainer, GaussianPrior, ScaleMixturePrior, fused, fused_optimizers
 from gluon_bbb._math import softplus
 
 from fused_paths import fused_or_skip
@@ -264,7 +264,7 @@ def test_fused_adam_matches_mxnet_adam(options):
     gradients = [[rng.normal(size=s).astype(np.float32) for s in shapes] for _ in range(5)]
     results = []
     for optimizer in (mx.optimizer.Adam(learning_rate=0.01, **options),
-                      fused.FusedAdam(learning_rate=0.01, **options)):
+                      fused_optimizers.FusedAdam(learning_rate=0.01, **options)):
         updater = mx.optimizer.get_updater(optimizer)  # what gluon.Trainer uses
         optimizer.rescale_grad = 1.0 / 4
         weights = [nd.array(values) for values in initial]
@@ -287,7 +287,7 @@ def test_fused_sgd_matches_mxnet_sgd(options, dtype):
     gradients = [[rng.normal(size=s) for s in shapes] for _ in range(5)]
     results = []
     for optimizer in (mx.optimizer.SGD(learning_rate=0.05, **options),
-                      fused.FusedSGD(learning_rate=0.05, **options)):
+                      fused_optimizers.FusedSGD(learning_rate=0.05, **options)):
         updater = mx.optimizer.get_updater(optimizer)
         optimizer.rescale_grad = 1.0 / 4
         weights = [nd.array(values, dtype=dtype) for values in initial]
@@ -325,7 +325,7 @@ def test_trainer_uses_the_fused_optimizer(name, fused_class):
                          optimizer_params={"learning_rate": 0.1, "momentum": 0.9}
                          if name.lower() == "sgd" else None)
     optimizer = trainer.trainer.optimizer
-    assert type(optimizer) is getattr(fused, fused_class)
+    assert type(optimizer) is getattr(fused_optimizers, fused_class)
     if name.lower() == "sgd":
         assert optimizer.momentum == 0.9 and optimizer.learning_rate == 0.1
     plain = BBBTrainer(net, BBBLoss(GaussianPrior(1.0)), optimizer=name, fused=False)
@@ -337,7 +337,7 @@ def test_trainer_uses_the_fused_path_and_fused_adam():
     net.initialize()
     trainer = BBBTrainer(net, BBBLoss(GaussianPrior(1.0)))
     assert trainer.fused and trainer.fused_reason == ""
-    assert isinstance(trainer.trainer._optimizer, fused.FusedAdam)
+    assert isinstance(trainer.trainer._optimizer, fused_optimizers.FusedAdam)
 
 
 def test_fallback_is_visible(monkeypatch, caplog):
@@ -633,9 +633,9 @@ def test_closed_form_kl_through_either_path_has_the_analytic_gradient(path):
 
 
 def test_adam_factory_picks_the_fused_rule_where_it_can(monkeypatch):
-    assert isinstance(fused.adam(mx.cpu(), learning_rate=0.01), fused.FusedAdam)
+    assert isinstance(fused_optimizers.adam(mx.cpu(), learning_rate=0.01), fused_optimizers.FusedAdam)
     monkeypatch.setenv(fused.ENV_SWITCH, "0")
-    plain = fused.adam(mx.cpu(), learning_rate=0.01)
+    plain = fused_optimizers.adam(mx.cpu(), learning_rate=0.01)
     assert type(plain) is mx.optimizer.Adam and plain.learning_rate == 0.01
 
 
@@ -646,7 +646,7 @@ def test_fused_adam_decides_per_set_of_tensors():
     sets = {(0, 1): "float32", (2,): "float64"}
     gradients = [{key: [rng.normal(size=(4, 3)) for _ in key] for key in sets} for _ in range(3)]
     results = []
-    for optimizer in (mx.optimizer.Adam(learning_rate=0.01), fused.FusedAdam(learning_rate=0.01)):
+    for optimizer in (mx.optimizer.Adam(learning_rate=0.01), fused_optimizers.FusedAdam(learning_rate=0.01)):
         updater = mx.optimizer.get_updater(optimizer)
         weights = {i: nd.array(np.ones((4, 3)), dtype=sets[key]) for key in sets for i in key}
         for step_gradients in gradients:

@@ -27,7 +27,7 @@ from .. import optimizer_state, weighting
 from .._checks import check_int, check_positive
 from ..checkpoint import CheckpointError, read_checkpoint, write_checkpoint
 from ..context import resolve_context
-from ..fused import adam as fused_adam, sgd as fused_sgd
+from ..fused_optimizers import adam as fused_adam, sgd as fused_sgd
 from ..loss import BBBLoss
 from ..models import mlp
 from ..paramfile import structural_parameters

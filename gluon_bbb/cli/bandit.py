@@ -6,7 +6,7 @@ import os
 
 from .. import bandit, data, mushroom
 from ..context import resolve_context
-from ..experiments import bandit_run
+from ..experiments import bandit_run, bandit_settings
 from .common import log_to, number
 
 __all__ = ["add_parsers", "bandit_command", "thompson_overrides", "greedy_overrides"]
@@ -16,7 +16,7 @@ logger = logging.getLogger("gluon_bbb.cli")
 
 def add_parsers(commands):
     """The ``bandit`` command."""
-    agents = bandit_run.AGENTS
+    agents = bandit_settings.AGENTS
     play = commands.add_parser(
         "bandit", help="the paper's mushroom bandit: Thompson sampling vs epsilon-greedy",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
@@ -39,13 +39,13 @@ def add_parsers(commands):
     play.add_argument("--num-minibatches", type=number(int, 1, True), default=64,
                       help="training minibatches of 64 after each interaction")
     play.add_argument("--buffer-size", type=number(int, 1, True),
-                      default=bandit_run.PAPER_SETTINGS["buffer_size"],
+                      default=bandit_settings.PAPER_SETTINGS["buffer_size"],
                       help="the most recent interactions kept to train on")
     positive = number(float, 0, False)
     play.add_argument("--clip-gradient", type=positive, default=None, metavar="C",
                       help="every agent: clip each gradient element to [-C, C] before the "
                            "optimizer's update (None: no clipping)")
-    paper = bandit_run.THOMPSON_SETTINGS
+    paper = bandit_settings.THOMPSON_SETTINGS
     finite = number(float, -math.inf, False)
     thompson = play.add_argument_group(
         "the Thompson agent", "defaults: the paper's settings; other values are recorded in each "
@@ -89,11 +89,11 @@ def add_parsers(commands):
         "the greedy agents", "defaults: the paper's settings; other values are recorded in each "
         "agent's settings")
     greedy.add_argument("--greedy-optimizer", choices=bandit.EpsilonGreedyAgent.OPTIMIZERS,
-                        default=bandit_run.GREEDY_SETTINGS["optimizer"],
+                        default=bandit_settings.GREEDY_SETTINGS["optimizer"],
                         help="updates the weights: Adam, or plain SGD (no momentum) on the cost "
                              "summed over each minibatch")
     greedy.add_argument("--greedy-learning-rate", type=positive,
-                        default=bandit_run.GREEDY_SETTINGS["learning_rate"],
+                        default=bandit_settings.GREEDY_SETTINGS["learning_rate"],
                         help="the optimizer's learning rate")
     play.add_argument("--ctx", default="cpu", help="'cpu', 'gpu' or 'gpu(i)'")
     play.add_argument("--no-progress", action="store_true", help="no progress bar")

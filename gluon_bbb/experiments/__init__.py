@@ -10,6 +10,7 @@ module                 what it does
 ``search``             the hyperparameter search on Optuna: storage, samplers, pruning, workers
 ``search_report``      a search's table, figures and best trial on the test set
 ``uncertainty_eval``   calibration, out-of-distribution detection and refusal of run folders
+``bandit_settings``    the mushroom bandit's settings, checked, and the agents they make
 ``bandit_run``         the mushroom bandit's agents, resumable, with their summary
 =====================  ===================================================================
 
@@ -25,7 +26,8 @@ The protocol's main names are re-exported here::
 """
 import importlib
 
-from . import bandit_run, configs, protocol, runfolder, runners, spaces, uncertainty_eval
+from . import (bandit_run, bandit_settings, configs, protocol, runfolder, runners, spaces,
+               uncertainty_eval)
 from .configs import (CONFIGS, CUSTOM, DESCRIPTIONS, EXTRA_KEYS, PAPER_GRID, PAPER_TEST_ERROR,
                       SEARCH_KEYS, custom_config, describe, get_config, learning_rate_schedule,
                       parse_setting)
@@ -34,7 +36,7 @@ from .runfolder import read_result
 from .runners import make_runner
 from .spaces import grid_settings, sample_settings, search_space
 
-__all__ = ["bandit_run", "configs", "protocol", "runfolder", "runners", "search",
+__all__ = ["bandit_run", "bandit_settings", "configs", "protocol", "runfolder", "runners", "search",
            "search_report", "spaces", "uncertainty_eval", "CONFIGS", "CUSTOM", "DESCRIPTIONS",
            "EXTRA_KEYS", "PAPER_GRID",
            "PAPER_TEST_ERROR", "SEARCH_KEYS", "custom_config", "describe", "get_config",
