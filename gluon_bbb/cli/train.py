@@ -43,6 +43,11 @@ def add_parsers(commands):
     train.add_argument("--lr", type=number(float, 0, False), default=1e-3, help="learning rate")
     train.add_argument("--lr-decay", type=float, default=1.0,
                        help="the learning rate of epoch e (from 0) is lr * lr_decay**e")
+    train.add_argument("--lr-steps", type=number(int, 1, True), nargs="*", default=[],
+                       metavar="EPOCH", help="multiply the learning rate by --lr-step-factor "
+                                             "after each of these epochs (the paper's: 300)")
+    train.add_argument("--lr-step-factor", type=float, default=0.1,
+                       help="the factor of each --lr-steps step")
     train.add_argument("--optimizer", default="adam", help="any MXNet optimizer name")
     train.add_argument("--num-samples", type=number(int, 1, True), default=1,
                        help="weight samples per training step")
@@ -54,7 +59,11 @@ def add_parsers(commands):
                             "sample, the local reparameterisation, or Flipout")
     train.add_argument("--kl-scale", type=number(float, 0, False), default=1.0,
                        help="multiplies the complexity cost; below 1 tempers the posterior")
-    train.add_argument("--rho-init", type=float, default=-5.0, help="initial rho, sigma = softplus(rho)")
+    train.add_argument("--rho-init", type=float, nargs="+", default=[-5.0], metavar="RHO",
+                       help="initial rho (sigma = softplus(rho)), or LOW HIGH for rho ~ U(LOW, HIGH)")
+    train.add_argument("--mu-init", default="net", metavar="A",
+                       help="'net': mu starts at the MLP's Xavier initialisation; a number A: "
+                            "mu ~ U(-A, A)")
     train.add_argument("--seed", type=number(int, 0, True), default=0, help="seeds MXNet, NumPy and the trainer")
     train.add_argument("--preprocessing", choices=data.PREPROCESSING_METHODS, default="paper")
     train.add_argument("--num-validation", type=number(int, 1, True), default=10000,
@@ -90,7 +99,14 @@ def train_command(args):
 
 def train_config(args):
     """The custom configuration of ``train``'s options (the chosen prior's keys only)."""
-    keys = ["dataset", "hidden", "prior", "optimizer", "lr", "lr_decay", "num_samples",
-            "kl_weighting", "kl_scale", "rho_init", "seed", "batch_size", "preprocessing",
-            "num_validation", "subset", "estimator", "network", "learn_prior"] + list(configs.PRIOR_KEYS[args.prior])
-    return configs.custom_config(**{key: getattr(args, key) for key in keys})
+    keys = ["dataset", "hidden", "prior", "optimizer", "lr", "lr_decay", "lr_steps",
+            "lr_step_factor", "num_samples", "kl_weighting", "kl_scale", "seed", "batch_size",
+            "preprocessing", "num_validation", "subset", "estimator", "network",
+            "learn_prior"] + list(configs.PRIOR_KEYS[args.prior])
+    values = {key: getattr(args, key) for key in keys}
+    if len(args.rho_init) > 2:
+        raise ValueError(f"--rho-init takes one value or two (a range), got {len(args.rho_init)}")
+    values["rho_init"] = args.rho_init[0] if len(args.rho_init) == 1 else list(args.rho_init)
+    values["mu_init"] = args.mu_init if args.mu_init == "net" else \
+        configs.parse_setting(f"mu_init={args.mu_init}", ("mu_init",))["mu_init"]
+    return configs.custom_config(**values)

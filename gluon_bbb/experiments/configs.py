@@ -8,6 +8,10 @@ configurations use sigma = 1 (= e^0, the wide component of the default mixture),
 baselines use plain SGD at learning rate 0.1 (no momentum, no decay: both are hyperparameters a
 search may set), and the dropout baselines drop hidden units with
 probability 0.5 (no input dropout).
+
+The ``-paper`` configurations follow the paper's long protocol instead (:data:`PAPER_EPOCHS`
+epochs of plain SGD, the learning rate divided by 10 after epoch 300) with the initialisation
+of the one public scale-mixture run near the paper's numbers.
 """
 import math
 import numbers
@@ -23,8 +27,10 @@ __all__ = ["INPUT_SIZE", "PROTOCOL", "PAPER_GRID", "SEARCH_KEYS", "EXTRA_KEYS", 
            "PRIOR_KEYS", "MOMENTUM_OPTIMIZERS", "CUSTOM", "LATER_DEFAULTS", "PAPER_TEST_ERROR",
            "CONFIGS",
            "DESCRIPTIONS", "get_config", "custom_config", "base_config", "check_hyperparameter",
-           "format_overrides", "describe", "network_label", "make_prior", "run_kind", "hyperparameters",
-           "learning_rate_schedule", "parse_setting"]
+           "format_overrides", "describe", "initial_values", "network_label", "make_prior",
+           "run_kind", "hyperparameters", "learning_rate_schedule", "parse_setting",
+           "PAPER_EPOCHS", "PAPER_LR_STEPS", "PAPER_LR_STEP_FACTOR", "PAPER_RHO_INIT",
+           "PAPER_MU_INIT"]
 
 INPUT_SIZE = 784
 
@@ -55,8 +61,8 @@ SEARCH_KEYS = tuple(PAPER_GRID)
 
 
 #: Keys ``--set`` may change besides :data:`SEARCH_KEYS` (choices the paper leaves open).
-EXTRA_KEYS = ("optimizer", "kl_weighting", "kl_scale", "lr_decay", "rho_init", "sigma", "estimator",
-              "momentum", "dropout")
+EXTRA_KEYS = ("optimizer", "kl_weighting", "kl_scale", "lr_decay", "lr_steps", "lr_step_factor",
+              "rho_init", "mu_init", "sigma", "estimator", "momentum", "dropout")
 
 
 #: The values the text-valued keys may take (``optimizer``: any of MXNet's optimizers).
@@ -77,8 +83,10 @@ CUSTOM = "custom"
 
 #: Hyperparameters added after the first runs were written, with the value those runs used.
 LATER_DEFAULTS = {"bbb": {"lr_decay": 1.0, "kl_scale": 1.0, "estimator": "weights",
-                          "network": "mlp", "learn_prior": False},
-                  "deterministic": {"network": "mlp", "lr_decay": 1.0, "momentum": 0.0}}
+                          "network": "mlp", "learn_prior": False, "lr_steps": [],
+                          "lr_step_factor": 0.1, "mu_init": "net"},
+                  "deterministic": {"network": "mlp", "lr_decay": 1.0, "momentum": 0.0,
+                                    "lr_steps": [], "lr_step_factor": 0.1}}
 
 
 #: Test errors (%) of Table 1 of the paper for the networks these configurations train.
@@ -88,12 +96,16 @@ PAPER_TEST_ERROR = {
     "bbb-gaussian-400": 1.82, "bbb-gaussian-800": 1.99, "bbb-gaussian-1200": 2.04,
     "bbb-mixture-400": 1.36, "bbb-mixture-800": 1.34, "bbb-mixture-1200": 1.32,
 }
+PAPER_TEST_ERROR.update({f"{name}-paper": PAPER_TEST_ERROR[name] for name in
+                         ("bbb-mixture-400", "bbb-mixture-1200", "bbb-gaussian-1200", "sgd-1200",
+                          "dropout-1200")})
 
 
 def _bbb_config(units, prior):
     config = dict(PROTOCOL, method="bbb", hidden=[units, units], prior=prior, optimizer="adam",
-                  lr=1e-3, lr_decay=1.0, num_samples=1, kl_weighting="uniform", kl_scale=1.0,
-                  rho_init=-5.0, estimator="weights", network="mlp", learn_prior=False)
+                  lr=1e-3, lr_decay=1.0, lr_steps=[], lr_step_factor=0.1, num_samples=1,
+                  kl_weighting="uniform", kl_scale=1.0, rho_init=-5.0, mu_init="net",
+                  estimator="weights", network="mlp", learn_prior=False)
     if prior == "scale-mixture":
         config.update(pi=0.5, log_sigma1=0.0, log_sigma2=6.0)
     else:
@@ -103,8 +115,8 @@ def _bbb_config(units, prior):
 
 def _deterministic_config(units, dropout):
     return dict(PROTOCOL, method="dropout" if dropout else "sgd", hidden=[units, units],
-                dropout=dropout, optimizer="sgd", lr=0.1, lr_decay=1.0, momentum=0.0,
-                network="mlp")
+                dropout=dropout, optimizer="sgd", lr=0.1, lr_decay=1.0, lr_steps=[],
+                lr_step_factor=0.1, momentum=0.0, network="mlp")
 
 
 #: The optimizers of the baselines that take a ``momentum`` (MXNet's names).
@@ -157,6 +169,43 @@ for _name in ("bbb-mixture-400", "bbb-gaussian-400", "sgd-400", "dropout-400"):
 
 
 del _name, _lenet
+
+
+#: The paper's long protocol (section 5.1, Figure 2): plain SGD, 600 epochs, the learning rate
+#: times :data:`PAPER_LR_STEP_FACTOR` after each epoch of :data:`PAPER_LR_STEPS`.
+PAPER_EPOCHS = 600
+PAPER_LR_STEPS = [300]
+PAPER_LR_STEP_FACTOR = 0.1
+#: The initialisation of the one public scale-mixture run near the paper's 1.3% without
+#: tempering (the paper gives none): rho ~ U(-3.5, -3), mu ~ U(-0.03, 0.03).
+PAPER_RHO_INIT = [-3.5, -3.0]
+PAPER_MU_INIT = 0.03
+_PAPER_SCHEDULE = (f"plain SGD, lr x{PAPER_LR_STEP_FACTOR:g} after epoch "
+                   f"{', '.join(map(str, PAPER_LR_STEPS))}, {PAPER_EPOCHS} epochs")
+for _units in (400, 1200):
+    CONFIGS[f"bbb-mixture-{_units}-paper"] = dict(
+        CONFIGS[f"bbb-mixture-{_units}"], optimizer="sgd", lr=1e-3, lr_steps=list(PAPER_LR_STEPS),
+        lr_step_factor=PAPER_LR_STEP_FACTOR, pi=0.75, log_sigma1=0.0, log_sigma2=8.0,
+        rho_init=list(PAPER_RHO_INIT), mu_init=PAPER_MU_INIT)
+    DESCRIPTIONS[f"bbb-mixture-{_units}-paper"] = (
+        f"Bayes by Backprop, 2x{_units} ReLU, scale-mixture prior pi=3/4, -log sigma1=0, "
+        f"-log sigma2=8; {_PAPER_SCHEDULE} at lr 1e-3 on the summed minibatch cost, 1 sample, "
+        "uniform KL weights, rho ~ U(-3.5, -3), mu ~ U(-0.03, 0.03)")
+CONFIGS["bbb-gaussian-1200-paper"] = dict(
+    CONFIGS["bbb-gaussian-1200"], optimizer="sgd", lr=1e-3, lr_steps=list(PAPER_LR_STEPS),
+    lr_step_factor=PAPER_LR_STEP_FACTOR, rho_init=list(PAPER_RHO_INIT), mu_init=PAPER_MU_INIT)
+DESCRIPTIONS["bbb-gaussian-1200-paper"] = (
+    f"Bayes by Backprop, 2x1200 ReLU, Gaussian prior sigma=1; {_PAPER_SCHEDULE} at lr 1e-3 on "
+    "the summed minibatch cost, 1 sample, uniform KL weights, rho ~ U(-3.5, -3), "
+    "mu ~ U(-0.03, 0.03)")
+for _name in ("sgd-1200", "dropout-1200"):
+    CONFIGS[f"{_name}-paper"] = dict(CONFIGS[_name], lr_steps=list(PAPER_LR_STEPS),
+                                     lr_step_factor=PAPER_LR_STEP_FACTOR)
+    DESCRIPTIONS[f"{_name}-paper"] = (DESCRIPTIONS[_name].replace(
+        "SGD lr 0.1", f"{_PAPER_SCHEDULE} at lr 0.1 on the mean minibatch cost"))
+
+
+del _name, _units
 
 
 def get_config(name, **overrides):
@@ -277,8 +326,32 @@ def check_hyperparameter(key, value):
         return real(lambda v: 0 < v < 1, "a number strictly between 0 and 1")
     if key in ("dropout", "momentum"):
         return real(lambda v: 0 <= v < 1, "a number in [0, 1)")
-    if key in ("log_sigma1", "log_sigma2", "rho_init"):
+    if key in ("log_sigma1", "log_sigma2"):
         return real(lambda v: True, "a finite number")
+    if key == "lr_step_factor":
+        return real(lambda v: 0 < v <= 1, "a number in (0, 1]")
+    if key == "lr_steps":
+        steps = list(value) if isinstance(value, (list, tuple)) else [None]
+        if not all(isinstance(step, numbers.Integral) and not isinstance(step, bool)
+                   and step >= 1 for step in steps) or steps != sorted(set(steps)):
+            raise ValueError(f"lr_steps must be a list of increasing epochs >= 1, got {value!r:.60}")
+        return [int(step) for step in steps]
+    if key == "rho_init":
+        if isinstance(value, (list, tuple)):
+            if len(value) != 2:
+                raise ValueError(f"rho_init must be a number or a range [low, high], got {value!r:.60}")
+            if not all(isinstance(bound, numbers.Real) and not isinstance(bound, bool)
+                       and math.isfinite(bound) for bound in value):
+                raise ValueError(f"rho_init's range must be two finite numbers, got {value!r:.60}")
+            low, high = float(value[0]), float(value[1])
+            if not low < high:
+                raise ValueError(f"rho_init's range needs low < high, got {value!r:.60}")
+            return [low, high]
+        return real(lambda v: True, "a finite number or a range [low, high]")
+    if key == "mu_init":
+        if value == "net":
+            return value
+        return real(lambda v: v > 0, "'net' or the half-width a > 0 of mu ~ U(-a, a)")
     if key == "learn_prior":
         if not isinstance(value, bool):
             raise ValueError(f"learn_prior must be true or false, got {value!r:.60}")
@@ -316,6 +389,10 @@ def _describe_custom(config):
         prior = (f"scale-mixture prior pi={config['pi']:g}, -log sigma1={config['log_sigma1']:g}, "
                  f"-log sigma2={config['log_sigma2']:g}")
     decay = "" if config["lr_decay"] == 1.0 else f" (x{config['lr_decay']:g} per epoch)"
+    if config.get("lr_steps"):
+        decay += (f" (x{config['lr_step_factor']:g} after epoch"
+                  f"{'s' if len(config['lr_steps']) > 1 else ''} "
+                  f"{', '.join(map(str, config['lr_steps']))})")
     scale = "" if config["kl_scale"] == 1.0 else f", complexity x{config['kl_scale']:g}"
     samples = config["num_samples"]
     estimator = config.get("estimator", "weights")
@@ -325,7 +402,17 @@ def _describe_custom(config):
     return (f"custom Bayes by Backprop on {config['dataset']}, {network_label(config)}, "
             f"{prior}; {config['optimizer']} lr "
             f"{config['lr']:g}{decay}, {samples} sample{'s' if samples > 1 else ''}, "
-            f"{config['kl_weighting']} KL weights{scale}, rho_init {config['rho_init']:g}{estimator}")
+            f"{config['kl_weighting']} KL weights{scale}, {initial_values(config)}{estimator}")
+
+
+def initial_values(config):
+    """How a Bayes-by-Backprop configuration starts rho and mu, in words: 'rho_init -5',
+    'rho ~ U(-3.5, -3), mu ~ U(-0.03, 0.03)'."""
+    rho = config["rho_init"]
+    text = (f"rho ~ U({rho[0]:g}, {rho[1]:g})" if isinstance(rho, (list, tuple))
+            else f"rho_init {rho:g}")
+    mu = config.get("mu_init", "net")
+    return text if mu == "net" else text + f", mu ~ U({-mu:g}, {mu:g})"
 
 
 def network_label(config):
@@ -369,15 +456,20 @@ def hyperparameters(config):
 
 
 def learning_rate_schedule(config):
-    """The learning rate of each epoch (from 0): ``lr * lr_decay ** epoch``.
+    """The learning rate of each epoch (from 0):
+    ``lr * lr_decay ** epoch * lr_step_factor ** (number of lr_steps <= epoch)``.
 
-    A function of the epoch alone, so resumed runs follow it exactly; None when constant.
+    With ``lr_steps=[300]`` and ``lr_step_factor=0.1``, epochs 0-299 (the first 300) train at
+    ``lr`` and the rest at ``lr / 10``. A function of the epoch alone, so resumed runs follow
+    it exactly; None when constant.
     """
     decay = config.get("lr_decay", 1.0)
-    if decay == 1.0:
+    steps = list(config.get("lr_steps") or [])
+    factor = config.get("lr_step_factor", 0.1)
+    if decay == 1.0 and (not steps or factor == 1.0):
         return None
     base = config["lr"]
-    return lambda epoch: base * decay ** epoch
+    return lambda epoch: base * decay ** epoch * factor ** sum(step <= epoch for step in steps)
 
 
 def parse_setting(text, keys=SEARCH_KEYS):
@@ -391,8 +483,21 @@ def parse_setting(text, keys=SEARCH_KEYS):
             raise ValueError(f"bad setting {text!r}: write key=value pairs separated by commas, "
                              f"keys among {', '.join(keys)}")
         try:
-            setting[key] = (value.strip() if key in CHOICES or key == "optimizer" else
-                            int(value) if key == "num_samples" else float(value))
+            setting[key] = _parse_value(key, value.strip())
         except ValueError:
             raise ValueError(f"bad value {value!r} for {key} in setting {text!r}") from None
     return setting
+
+
+def _parse_value(key, text):
+    """One value of a ``key=value`` setting; lists (``lr_steps``, a ``rho_init`` range) are
+    written with colons: ``lr_steps=300:450``, ``rho_init=-3.5:-3``."""
+    if key in CHOICES or key == "optimizer" or (key == "mu_init" and text == "net"):
+        return text
+    if key == "num_samples":
+        return int(text)
+    if key == "lr_steps":
+        return [int(step) for step in text.split(":")] if text else []
+    if key == "rho_init" and ":" in text:
+        return [float(bound) for bound in text.split(":")]
+    return float(text)

@@ -47,10 +47,11 @@ def make_bbb_trainer(config, ctx, estimator=None):
     """The one factory of network, prior, loss and :class:`~gluon_bbb.BBBTrainer` for a
     Bayes-by-Backprop configuration, of ``reproduce`` or of ``train`` (the same keys:
     ``hidden``, the prior's, ``optimizer``, ``lr``, ``num_samples``, ``kl_weighting``,
-    ``kl_scale``, ``rho_init``, ``seed``).
+    ``kl_scale``, ``rho_init`` (a number or a uniform range), ``mu_init``, ``seed``).
 
     The MLP is initialised (``mx.init.Xavier()`` from MXNet's generator: seed it first) and
     run once on a zero batch, so that its shapes are known and a checkpoint can be loaded.
+    mu starts at the MLP's values (``mu_init='net'``) or uniformly in [-a, a] (``mu_init=a``).
     ``estimator`` (:mod:`gluon_bbb.estimators`) replaces the configuration's, which is
     'weights' for runs written before it was a hyperparameter.
     """
@@ -58,10 +59,13 @@ def make_bbb_trainer(config, ctx, estimator=None):
     net = make_network(config)
     net.initialize(mx.init.Xavier(), ctx=ctx)
     net(nd.zeros((1, INPUT_SIZE), ctx=ctx))
+    rho_init, mu_init = config["rho_init"], config.get("mu_init", "net")
     return BBBTrainer(net, BBBLoss(prior), optimizer=config["optimizer"],
                       optimizer_params={"learning_rate": config["lr"]},
                       num_samples=config["num_samples"], kl_weighting=config["kl_weighting"],
-                      kl_scale=config.get("kl_scale", 1.0), ctx=ctx, rho_init=config["rho_init"],
+                      kl_scale=config.get("kl_scale", 1.0), ctx=ctx,
+                      rho_init=tuple(rho_init) if isinstance(rho_init, list) else rho_init,
+                      mu_init=mu_init if mu_init == "net" else mx.init.Uniform(mu_init),
                       seed=config["seed"],
                       estimator=estimator or config.get("estimator", "weights"))
 
