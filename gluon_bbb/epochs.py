@@ -98,6 +98,9 @@ def epoch_line(record, num_epochs, eval_label="test"):
         parts.append(f"train {100 * record['train_error']:.2f}%")
     if "test_error" in record:
         parts.append(f"{eval_label} {100 * record['test_error']:.2f}%")
+    if "posterior" in record:
+        parts.append(f"median sigma {record['posterior']['median_sigma']:.3g}, "
+                     f"SNR<1 {100 * record['posterior']['snr_below_1']:.0f}%")
     if "prior" in record:  # a learned prior's values
         parts.append("prior " + ", ".join(f"{k} {v:.3g}" for k, v in record["prior"].items()))
     if record.get("skipped_steps"):

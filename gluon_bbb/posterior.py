@@ -199,6 +199,25 @@ class VariationalPosterior(gluon.HybridBlock):
         """Put copies of the posterior means into the network's parameters."""
         assign_arrays(self.targets, self.means())
 
+    def width_summary(self):
+        """How wide q(w | theta) is: the median sigma and the share of weights whose
+        signal-to-noise ratio abs(mu) / sigma is below 1, over the weight tensors (those of two
+        or more dimensions, the ones pruning covers; all tensors if there are none). One host
+        sync; a record of :meth:`gluon_bbb.BBBTrainer.fit` holds it under 'posterior'.
+
+        Returns
+        -------
+        dict
+            'median_sigma': float, > 0; 'snr_below_1': float in [0, 1].
+        """
+        covered = [i for i, mu in enumerate(self.mus) if len(mu.shape) >= 2] or \
+            list(range(len(self.mus)))
+        mu = np.concatenate([self.mus[i].data().asnumpy().ravel() for i in covered])
+        sigma = np.concatenate([softplus(nd, self.rhos[i].data()).asnumpy().ravel()
+                                for i in covered])
+        return {"median_sigma": float(np.median(sigma)),
+                "snr_below_1": float(np.mean(np.abs(mu) < sigma))}
+
     def set_sample(self, epsilons):
         """Put one sample w = mu + sigma * eps (outside autograd) into the network."""
         outputs = self(*epsilons)

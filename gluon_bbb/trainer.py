@@ -96,8 +96,9 @@ class BBBTrainer:
         One entry per epoch: 'epoch', 'loss' (sum over the epoch of Eq. 8), 'nll' and
         'complexity' (its two parts, loss = nll + complexity), 'train_error' (of the sampled
         networks during training), 'test_error' (posterior mean, if eval_data was given),
-        'skipped_steps', 'seconds'; with a learnable prior also 'prior', its values after
-        the epoch (e.g. ``{'sigma': 0.09}``).
+        'skipped_steps', 'seconds', 'posterior' (how wide q is after the epoch:
+        :meth:`VariationalPosterior.width_summary`); with a learnable prior also 'prior', its
+        values after the epoch (e.g. ``{'sigma': 0.09}``).
     epoch : int
         Number of completed epochs.
     fused : bool
@@ -376,6 +377,7 @@ class BBBTrainer:
             record = totals.record(epoch + 1, start)  # the epoch's one host sync
             if self.loss.prior.learnable:
                 record["prior"] = self.loss.prior.values()
+            record["posterior"] = self.posterior.width_summary()
             self.set_mean()
             if eval_data is not None and self.loss.likelihood == "softmax":
                 record["test_error"] = self.evaluate(eval_data)

@@ -160,3 +160,33 @@ def test_bad_moped_settings_are_refused(kwargs, message):
     net.initialize()
     with pytest.raises(ValueError, match=message):
         VariationalPosterior(net, **kwargs)
+
+
+def test_width_summary_against_numpy_and_in_every_fit_record():
+    """The median sigma and the share of weights with abs(mu) < sigma over the weight
+    tensors (not the biases), against a float64 NumPy computation; fit records it."""
+    from gluon_bbb import BBBLoss, BBBTrainer, GaussianPrior
+    from gluon_bbb.data import ArrayLoader
+    net = gluon.nn.HybridSequential()
+    net.add(gluon.nn.Dense(7, in_units=5), gluon.nn.Dense(3, in_units=7))
+    net.initialize(mx.init.Uniform(0.3))
+    posterior = VariationalPosterior(net, rho_init=(-3.0, 0.0))
+    posterior.initialize()
+    summary = posterior.width_summary()
+    mus = [mu.data().asnumpy().astype(np.float64) for mu in posterior.mus]
+    rhos = [rho.data().asnumpy().astype(np.float64) for rho in posterior.rhos]
+    weights = [i for i, mu in enumerate(mus) if mu.ndim == 2]
+    assert weights == [0, 2]
+    mu = np.concatenate([mus[i].ravel() for i in weights])
+    sigma = np.concatenate([np.log1p(np.exp(rhos[i])).ravel() for i in weights])
+    assert summary["median_sigma"] == pytest.approx(np.median(sigma), rel=1e-6)
+    assert summary["snr_below_1"] == np.mean(np.abs(mu) < sigma)
+    assert 0 < summary["snr_below_1"] < 1  # the check is not vacuous
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(64, 5)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.float32)
+    trainer = BBBTrainer(net, BBBLoss(GaussianPrior(1.0)), seed=0)
+    history = trainer.fit(ArrayLoader(x, y, batch_size=16), 2, progress=False)
+    assert [set(r["posterior"]) for r in history] == [{"median_sigma", "snr_below_1"}] * 2
+    assert history[-1]["posterior"] == trainer.posterior.width_summary()
