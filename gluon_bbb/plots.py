@@ -18,7 +18,7 @@ import numbers
 
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator, NullFormatter, ScalarFormatter
+from matplotlib.ticker import MaxNLocator, MultipleLocator, NullFormatter, ScalarFormatter
 
 from ._checks import check_finite_1d, check_int, check_mapping
 from .checkpoint import atomic_write_bytes
@@ -28,6 +28,8 @@ __all__ = [
     "save_png",
     "image_grid",
     "training_curves",
+    "error_curves",
+    "posterior_widths",
     "weight_densities",
     "log_snr_density",
     "pruning_curve",
@@ -230,6 +232,84 @@ def training_curves(history, label=None, ax=None):
     error_ax.set_title("classification error per epoch")
     _despine(loss_ax, error_ax)
     return loss_ax.figure
+
+
+def _epoch_values(histories, read):
+    """{label: (epochs, values)} of each run's records that ``read(record)`` gives values for."""
+    check_mapping("histories", histories)
+    curves = {}
+    for label, history in histories.items():
+        if not isinstance(history, (list, tuple)) or not all(isinstance(r, dict) for r in history):
+            raise ValueError(f"histories[{label!r}] must be a list of dicts, one per epoch")
+        points = [(r.get("epoch", i + 1), read(r)) for i, r in enumerate(history)
+                  if read(r) is not None]
+        if points:
+            curves[label] = (np.array([p[0] for p in points]), np.array([p[1] for p in points], float))
+    if not curves:
+        raise ValueError("no run in histories has the values to draw")
+    return curves
+
+
+def error_curves(histories, key="validation_error", reference=None, span=1.0, ax=None):
+    """Error against epoch for several runs (the paper's Figure 2), zoomed on their lowest
+    values: the y axis runs from just below the lowest error to ``span`` points above it, with a
+    grid every 0.1 point, so the last tenths of a percent after hundreds of epochs can be read.
+
+    Parameters
+    ----------
+    histories : dict of label -> list of dict, per-epoch records (e.g. a result.json's 'history')
+    key : str, the error drawn, a fraction (e.g. 'validation_error', 'test_error')
+    reference : dict of label -> float, optional; errors in % drawn as dotted lines (the paper's)
+    span : float, > 0, height of the y axis in percentage points
+    ax : matplotlib Axes, optional
+
+    Returns
+    -------
+    Figure, one line per run.
+    """
+    span = _finite_number(span, "span", positive=True)
+    curves = _epoch_values(histories, lambda r: r.get(key))
+    reference = {label: _finite_number(value, f"reference[{label!r}]")
+                 for label, value in (reference or {}).items()}
+    ax = ax if ax is not None else axes_for(figsize=(8.0, 4.5))
+    colors = _colors(len(curves) + len(reference))
+    for (label, (epochs, values)), color in zip(curves.items(), colors):
+        ax.plot(epochs, 100 * values, color=color, linewidth=1.2,
+                label=f"{label} (lowest {100 * values.min():.2f}%)")
+    for (label, value), color in zip(reference.items(), colors[len(curves):]):
+        ax.axhline(value, color=color, linestyle=":", linewidth=1.5, label=f"{label}: {value:.2f}%")
+    lowest = min([100 * values.min() for _, values in curves.values()] + list(reference.values()))
+    low = math.floor(10 * lowest - 1) / 10
+    ax.set_ylim(low, low + span)
+    ax.yaxis.set_major_locator(MultipleLocator(0.1 if span <= 1.5 else 0.5))
+    ax.grid(axis="y", alpha=0.3)
+    ax.set(xlim=(0, None), xlabel="epoch", ylabel=f"{key.replace('_', ' ')} (%)",
+           title=f"{key.replace('_', ' ')} against epoch")
+    ax.legend(frameon=False, fontsize="small")
+    _despine(ax)
+    return ax.figure
+
+
+def posterior_widths(histories, ax=None):
+    """The median sigma (log scale) and the share of weights with |mu| / sigma < 1 against
+    epoch, from each record's 'posterior' (:meth:`gluon_bbb.VariationalPosterior.width_summary`);
+    runs without it are left out. ``ax``: a pair of Axes, optional. Returns the Figure."""
+    def widths(record):
+        posterior = record.get("posterior")
+        return None if posterior is None else (posterior["median_sigma"], 100 * posterior["snr_below_1"])
+
+    curves = _epoch_values(histories, widths)
+    panels = axes_for(ax, 2, figsize=(10.0, 3.8))
+    for (label, (epochs, values)), color in zip(curves.items(), _colors(len(curves))):
+        for panel, column in zip(panels, values.T):
+            panel.plot(epochs, column, color=color, label=label)
+    panels[0].set(yscale="log", ylabel="median sigma (log scale)", title="median sigma of the weights")
+    panels[1].set(ylabel="weights with |mu| / sigma < 1 (%)", title="share of weights with SNR < 1")
+    for panel in panels:
+        panel.set_xlabel("epoch")
+        panel.legend(frameon=False, fontsize="small")
+    _despine(*panels)
+    return panels[0].figure
 
 
 # ---------------------------------------------------------------------------- Fig. 3 and 4

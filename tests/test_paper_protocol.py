@@ -138,3 +138,61 @@ def test_train_takes_the_paper_protocol_options(tmp_path):
     assert (config["lr_steps"], config["rho_init"], config["mu_init"]) == ([300], [-3.5, -3.0], 0.03)
     assert main(["train", "--epochs", "1", "--output-dir", str(tmp_path / "bad"),
                  "--rho-init", "1", "2", "3"]) == 2
+
+
+def test_error_curves_draw_each_history_zoomed_on_the_lowest_error():
+    from gluon_bbb import plots
+    histories = {"a": [{"epoch": e, "validation_error": 0.05 / e} for e in range(1, 21)],
+                 "b": [{"epoch": e, "validation_error": 0.03} for e in range(1, 11)]}
+    figure = plots.error_curves(histories, reference={"paper": 1.32}, span=0.8)
+    ax = figure.axes[0]
+    lines = [line for line in ax.lines if len(line.get_xdata()) > 2]
+    assert [list(line.get_xdata()) for line in lines] == [list(range(1, 21)), list(range(1, 11))]
+    assert np.allclose(lines[0].get_ydata(), [5.0 / e for e in range(1, 21)])
+    assert np.allclose(lines[1].get_ydata(), 3.0)
+    low, high = ax.get_ylim()
+    assert low == pytest.approx(0.1) and high == pytest.approx(0.9)  # just below 0.25%
+    assert any(np.allclose(line.get_ydata(), 1.32) for line in ax.lines)  # the paper's line
+    labels = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert labels == ["a (lowest 0.25%)", "b (lowest 3.00%)", "paper: 1.32%"]
+    with pytest.raises(ValueError, match="no run"):
+        plots.error_curves({"a": [{"epoch": 1}]})
+
+
+def test_posterior_widths_draw_the_records_that_have_them():
+    from gluon_bbb import plots
+    history = [{"epoch": 1}] + [{"epoch": e, "posterior": {"median_sigma": 0.1 / e,
+                                                          "snr_below_1": 0.5 + e / 100}}
+                                for e in range(2, 6)]
+    figure = plots.posterior_widths({"run": history, "baseline": [{"epoch": 1}]})
+    sigma_ax, snr_ax = figure.axes
+    assert len(sigma_ax.lines) == len(snr_ax.lines) == 1  # the baseline has no widths
+    assert list(sigma_ax.lines[0].get_xdata()) == [2, 3, 4, 5]
+    assert np.allclose(sigma_ax.lines[0].get_ydata(), [0.1 / e for e in range(2, 6)])
+    assert np.allclose(snr_ax.lines[0].get_ydata(), [50 + e for e in range(2, 6)])
+    assert sigma_ax.get_yscale() == "log"
+
+
+@needs_mnist
+def test_reproduce_report_draws_the_curves_of_recorded_runs(tmp_path, capsys):
+    runs = []
+    for name in ("bbb-mixture-400-paper", "sgd-1200-paper"):
+        runs.append(tmp_path / name)
+        assert main(["reproduce", name, "--epochs", "2", "--output-dir", str(runs[-1])]
+                    + SMOKE) == 0
+    curves, widths = tmp_path / "curves.png", tmp_path / "widths.png"
+    assert main(["reproduce-report", "--recorded", *map(str, runs), "--curves", str(curves),
+                 "--widths", str(widths)]) == 0
+    assert curves.read_bytes()[:8] == widths.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    label, history = experiments.protocol.recorded_history(str(runs[0]))
+    assert label == "bbb-mixture-400-paper (hidden=[16], subset=256), seed 0"
+    assert [set(r["posterior"]) for r in history] == [{"median_sigma", "snr_below_1"}] * 2
+    # a result.json from someone else: a bad field is one line naming the file, exit 2
+    result = _json(runs[1] / "result.json")
+    result["history"][1]["validation_error"] = float("nan")
+    (runs[1] / "result.json").write_text(json.dumps(result))
+    capsys.readouterr()
+    assert main(["reproduce-report", "--recorded", *map(str, runs), "--curves", str(curves)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and str(runs[1] / "result.json") in error
+    assert "validation_error of epoch 2 is nan" in error

@@ -44,6 +44,13 @@ def add_parsers(commands):
                           help="evaluate nothing: read each folder's result.json and print one "
                                "row per configuration and setting over its seeds (each seed's "
                                "test error, mean, spread, the seed chosen on validation)")
+    rereport.add_argument("--curves", metavar="PNG",
+                          help="also draw every run's validation error against epoch, zoomed "
+                               "on the last tenths of a percent, beside the paper's numbers "
+                               "(Figure 2), into this PNG")
+    rereport.add_argument("--widths", metavar="PNG",
+                          help="also draw the posterior's median sigma and share of weights "
+                               "with SNR < 1 against epoch into this PNG")
     add_common(rereport)
     rereport.set_defaults(func=reproduce_report_command, command_line=None)
 
@@ -82,11 +89,34 @@ def reproduce_report_command(args):
     if args.recorded:
         print(protocol.seeds_table([protocol.recorded_result(run_dir)
                                     for run_dir in args.run_dirs]), end="")
-        return 0
-    results = []
-    for run_dir in args.run_dirs:
-        results.append(protocol.report(run_dir, mc_samples=args.mc_samples,
-                                        data_dir=args.data_dir, ctx=args.ctx,
-                                        command=args.command_line))
-    print(protocol.results_table(results), end="")
+    else:
+        results = []
+        for run_dir in args.run_dirs:
+            results.append(protocol.report(run_dir, mc_samples=args.mc_samples,
+                                            data_dir=args.data_dir, ctx=args.ctx,
+                                            command=args.command_line))
+        print(protocol.results_table(results), end="")
+    if args.curves or args.widths:
+        _draw_curves(args.run_dirs, args.curves, args.widths)
     return 0
+
+
+def _draw_curves(run_dirs, curves_path, widths_path):
+    """The figures of ``reproduce-report --curves/--widths`` from the folders' result.json."""
+    from .. import plots  # matplotlib only when a figure is asked for
+
+    histories = {}
+    for run_dir in run_dirs:
+        label, history = protocol.recorded_history(run_dir)
+        histories[label if label not in histories else f"{label} [{run_dir}]"] = history
+    if curves_path:
+        paper = {}
+        for run_dir in run_dirs:
+            result = protocol.recorded_result(run_dir)
+            if result.get("paper_test_error") is not None:
+                paper[f"paper, {result['config']} (test)"] = result["paper_test_error"]
+        plots.save_png(plots.error_curves(histories, reference=paper), curves_path)
+        print(f"wrote {curves_path}")
+    if widths_path:
+        plots.save_png(plots.posterior_widths(histories), widths_path)
+        print(f"wrote {widths_path}")

@@ -48,11 +48,12 @@ Example::
     print(result["test_error_mean"], result["test_error_mc"])
 """
 import logging
+import math
 import os
 import time
 
 from .._checks import check_int
-from ..checkpoint import checked_field, write_json
+from ..checkpoint import CheckpointError, checked_field, write_json
 from ..context import resolve_context
 from ..machine import machine_info
 from ..runlock import RunFolderLock
@@ -64,7 +65,7 @@ from .runfolder import (CONFIG, FILES, RESULT, append_session, best_of, check_ru
 from .runners import loaders_for, make_runner
 
 __all__ = ["MC_SAMPLES", "run", "evaluate_run", "report", "results_table", "recorded_result",
-           "seeds_table"]
+           "recorded_history", "seeds_table"]
 
 logger = logging.getLogger(__name__)
 
@@ -361,6 +362,43 @@ def recorded_result(run_dir):
     checked_field(result, "overrides", dict, path, optional=True)
     checked_field(checked_field(result, "hyperparameters", dict, path), "seed", int, path)
     return result
+
+
+def recorded_history(run_dir):
+    """(label, history) of a run folder's ``result.json`` for the curves of
+    :func:`gluon_bbb.plots.error_curves` and :func:`gluon_bbb.plots.posterior_widths`: the
+    label names the configuration, its changes and the seed; every record's 'epoch',
+    'validation_error' and, where present, 'posterior' are checked (the file may come from
+    someone else).
+
+    Raises
+    ------
+    FileNotFoundError
+        The folder has no ``result.json``.
+    ValueError
+        A missing or malformed field (one line naming the file).
+    """
+    result = recorded_result(run_dir)
+    path = os.path.join(run_dir, RESULT)
+    history = checked_field(result, "history", list, path)
+    for record in history:
+        if not isinstance(record, dict):
+            raise CheckpointError(f"{path}: a history record is not an object")
+        checked_field(record, "epoch", int, path)
+        fields = [("validation_error", checked_field(record, "validation_error", float, path))]
+        posterior = checked_field(record, "posterior", dict, path, optional=True)
+        if posterior is not None:
+            fields += [(key, checked_field(posterior, key, float, path))
+                       for key in ("median_sigma", "snr_below_1")]
+        for key, value in fields:
+            if not math.isfinite(value):
+                raise CheckpointError(f"{path}: {key} of epoch {record['epoch']} is {value!r}")
+    if not history:
+        raise CheckpointError(f"{path}: the history is empty")
+    overrides = {key: value for key, value in (result.get("overrides") or {}).items()
+                 if key != "seed"}
+    changed = f" ({format_overrides(overrides)})" if overrides else ""
+    return f"{result['config']}{changed}, seed {result['hyperparameters']['seed']}", history
 
 
 def seeds_table(results):
