@@ -123,8 +123,7 @@ def profile(width, optimizer, repeats):
     cost = recorded_cost()
     cost.backward()
     # the optimizer alone, through an updater of its own over copies of mu and rho
-    optimizer = type(trainer.trainer.optimizer)(learning_rate=1e-3)
-    updater = mx.optimizer.get_updater(optimizer)
+    updater = mx.optimizer.get_updater(type(trainer.trainer.optimizer)(learning_rate=1e-3))
     values = [p.data().copy() for p in trainer.variational_params]
     grads = [p.grad().copy() for p in trainer.variational_params]
     indices = list(range(len(values)))
