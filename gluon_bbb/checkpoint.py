@@ -20,16 +20,13 @@ needs), so a zip bomb is refused unread; its SHA-256 must match; names, dtypes a
 must be well formed. Nothing is unpickled and no MXNet parser sees the bytes. Any problem is
 one :class:`CheckpointError` (a ValueError) that names the file and what is wrong.
 
-Files of format 1 (gluon_bbb 0.1 before this format) keep loading: their arrays are MXNet's
-NDArray file (read by :mod:`gluon_bbb.ndfile`) and their optimizer state a pickle written by
-``gluon.Trainer.save_states``, which is skipped with a warning unless the caller passes
-``trust_pickled_state=True`` (unpickling runs code from the file).
+Files of format 1 (an unreleased version: MXNet's NDArray file and an optimizer state pickled
+by ``gluon.Trainer.save_states``) are refused with one line: no code path unpickles.
 """
 import collections
 import hashlib
 import io
 import json
-import logging
 import math
 import os
 import re
@@ -40,32 +37,24 @@ import zlib
 
 import numpy as np
 
-from . import ndfile
-
 __all__ = ["FORMAT", "CheckpointError", "StoredCheckpoint", "atomic_write_bytes", "write_json",
            "read_json", "write_checkpoint", "read_checkpoint", "read_metadata", "checked_field",
            "remove_stale_temporary_files"]
 
-logger = logging.getLogger(__name__)
-
-#: The format :func:`write_checkpoint` writes; :func:`read_checkpoint` also reads format 1.
+#: The format :func:`write_checkpoint` writes and :func:`read_checkpoint` reads.
 FORMAT = 2
 METADATA = "metadata.json"
 ARRAYS = "arrays.bin"
 OPTIMIZER = "optimizer.bin"
-LEGACY_ARRAYS = "arrays.nd"
-LEGACY_OPTIMIZER = "optimizer.states"
 #: Largest metadata.json (or other JSON file) read, in bytes.
 MAX_JSON_BYTES = 64 * 2**20
 #: Largest payload read when the caller does not say which arrays it expects, in bytes.
 MAX_PAYLOAD_BYTES = 8 * 2**30
 #: dtypes a payload may hold.
 DTYPES = ("float16", "float32", "float64", "uint8", "uint16", "int8", "int32", "int64")
-#: Bytes an NDArray file (format 1) may spend on headers and names beyond the values.
-NDFILE_OVERHEAD = 64 * 2**10
 
 StoredCheckpoint = collections.namedtuple(
-    "StoredCheckpoint", ["arrays", "metadata", "optimizer", "pickled_optimizer"])
+    "StoredCheckpoint", ["arrays", "metadata", "optimizer"])
 StoredCheckpoint.__doc__ = """What :func:`read_checkpoint` returns.
 
 Attributes
@@ -74,8 +63,6 @@ arrays : dict of str -> numpy.ndarray
 metadata : dict, metadata.json without its 'payloads'
 optimizer : (dict, dict of str -> numpy.ndarray) or None
     The optimizer's JSON state and arrays, if asked for and stored.
-pickled_optimizer : bytes or None
-    A format-1 file's pickled optimizer state, only with ``trust_pickled_state=True``.
 """
 
 
@@ -284,8 +271,8 @@ def read_metadata(path):
         return _public(_read_metadata(archive, path))
 
 
-def read_checkpoint(path, expected=None, with_optimizer=False, trust_pickled_state=False):
-    """Read a checkpoint of format 2 (or 1), checking everything before using it.
+def read_checkpoint(path, expected=None, with_optimizer=False):
+    """Read a checkpoint of format 2, checking everything before using it.
 
     Parameters
     ----------
@@ -296,10 +283,6 @@ def read_checkpoint(path, expected=None, with_optimizer=False, trust_pickled_sta
     with_optimizer : bool
         Also read the optimizer state. False (the default, for commands that only use the
         network) never opens the optimizer entry.
-    trust_pickled_state : bool
-        For a format-1 file with ``with_optimizer``: return its pickled optimizer state.
-        Unpickling it (``gluon.Trainer.load_states``) runs code from the file; only do it for
-        files you made yourself. False (default): the state is skipped with a warning.
 
     Returns
     -------
@@ -314,9 +297,6 @@ def read_checkpoint(path, expected=None, with_optimizer=False, trust_pickled_sta
     """
     with _open_archive(path) as archive:
         metadata = _read_metadata(archive, path)
-        if metadata["format"] == 1:
-            return _read_format_1(archive, path, metadata, expected, with_optimizer,
-                                  trust_pickled_state)
         payloads = checked_field(metadata, "payloads", dict, f"{path}: {METADATA}")
         arrays = _read_payload(archive, path, ARRAYS, payloads, expected)
         optimizer = None
@@ -324,7 +304,7 @@ def read_checkpoint(path, expected=None, with_optimizer=False, trust_pickled_sta
             state = checked_field(checked_field(payloads, OPTIMIZER, dict, f"{path}: payloads"),
                                   "state", dict, f"{path}: payload {OPTIMIZER}")
             optimizer = (state, _read_payload(archive, path, OPTIMIZER, payloads, None))
-    return StoredCheckpoint(arrays, _public(metadata), optimizer, None)
+    return StoredCheckpoint(arrays, _public(metadata), optimizer)
 
 
 def _public(metadata):
@@ -388,9 +368,13 @@ def _read_metadata(archive, path):
     text = _entry(archive, path, METADATA, MAX_JSON_BYTES)
     metadata = _parse_json(text, f"{path}: {METADATA}", "a checkpoint's metadata object", dict)
     file_format = checked_field(metadata, "format", int, f"{path}: {METADATA}")
-    if file_format not in (1, FORMAT):
+    if file_format == 1:
+        raise CheckpointError(f"{path} is a checkpoint of format 1, whose optimizer state is a "
+                              "pickle; gluon_bbb no longer reads it (nothing may unpickle): "
+                              "train the run again")
+    if file_format != FORMAT:
         raise CheckpointError(f"{path} has checkpoint format {file_format}; this gluon_bbb "
-                              f"reads formats 1 and {FORMAT}")
+                              f"reads format {FORMAT}")
     return metadata
 
 
@@ -447,29 +431,3 @@ def _read_payload(archive, path, name, payloads, expected):
                                       count=nbytes // np.dtype(dtype).itemsize, offset=offset)
             .reshape(shape).astype(dtype)
             for array_name, dtype, shape, offset, nbytes in manifest}
-
-
-def _read_format_1(archive, path, metadata, expected, with_optimizer, trust_pickled_state):
-    """A format-1 file: MXNet's NDArray file, and a pickle that is only read if trusted."""
-    limit = MAX_PAYLOAD_BYTES
-    if expected is not None:
-        limit = sum(int(np.prod(shape, dtype=object)) * 8 + 8 * len(shape) + 64 + len(name)
-                    for name, shape in expected.items()) + NDFILE_OVERHEAD
-    try:
-        arrays = ndfile.loads(_entry(archive, path, LEGACY_ARRAYS, limit))
-    except ndfile.NDFileError as error:
-        raise CheckpointError(f"{path}: entry {LEGACY_ARRAYS} is damaged ({error})") from None
-    if not isinstance(arrays, dict) or not all(a.dtype.name in DTYPES for a in arrays.values()):
-        raise CheckpointError(f"{path}: entry {LEGACY_ARRAYS} does not hold named arrays")
-    if expected is not None:
-        _check_expected([(name, None, a.shape, 0, 0) for name, a in arrays.items()], expected, path)
-    pickled = None
-    if with_optimizer and LEGACY_OPTIMIZER in archive.namelist():
-        if trust_pickled_state:
-            pickled = _entry(archive, path, LEGACY_OPTIMIZER, MAX_PAYLOAD_BYTES)
-        else:
-            logger.warning("%s is a format-1 checkpoint: its optimizer state is a pickle, which "
-                           "can run code, so it was skipped and the optimizer starts afresh "
-                           "(trust_pickled_state=True / --trust-pickled-state loads it; only "
-                           "for files you made yourself)", path)
-    return StoredCheckpoint(arrays, _public(metadata), None, pickled)

@@ -2,10 +2,11 @@
 
 MXNet saves optimizer state with ``pickle`` (``Trainer.save_states``), and loading such a file
 runs whatever code it holds. This module stores it as data instead, for the optimizers
-gluon_bbb trains with: ``mx.optimizer.Adam`` and :class:`gluon_bbb.fused_optimizers.FusedAdam` (the
-first and second moments of every tensor; their states are interchangeable) and
-``mx.optimizer.SGD`` and :class:`gluon_bbb.fused_optimizers.FusedSGD` with or without momentum (the
-momentum of every tensor, or none):
+gluon_bbb trains with: ``mx.optimizer.Adam`` and
+:class:`gluon_bbb.fused_optimizers.FusedAdam` (the first and second moments of every tensor;
+their states are interchangeable) and ``mx.optimizer.SGD`` and
+:class:`gluon_bbb.fused_optimizers.FusedSGD` with or without momentum (the momentum of every
+tensor, or none):
 
 * arrays ``"<index>/<k>"``: the k-th array of the state of parameter ``index``;
 * JSON: the optimizer family, the structure of each state (arrays, ``None``, tuples), the
@@ -17,8 +18,6 @@ MXNet keeps this state in private attributes of ``gluon.Trainer`` and ``Optimize
 """
 import logging
 import numbers
-import os
-import tempfile
 
 import mxnet as mx
 from mxnet import nd
@@ -26,7 +25,7 @@ from mxnet import nd
 from .checkpoint import CheckpointError, checked_field
 from .fused_optimizers import FusedAdam, FusedSGD
 
-__all__ = ["FAMILIES", "family", "capture", "restore", "load_pickled"]
+__all__ = ["FAMILIES", "family", "capture", "restore"]
 
 logger = logging.getLogger(__name__)
 
@@ -185,16 +184,3 @@ def _count(value, source):
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
         raise CheckpointError(f"{source}: update count {value!r:.40} is not a whole number >= 0")
     return int(value)
-
-
-def load_pickled(trainer, payload):
-    """Restore MXNet's pickled optimizer state (``Trainer.save_states`` bytes) into ``trainer``.
-
-    This unpickles ``payload``, which runs any code it holds: only for files of checkpoint
-    format 1 that the caller trusts (``trust_pickled_state=True``).
-    """
-    with tempfile.TemporaryDirectory() as folder:
-        file_name = os.path.join(folder, "optimizer.states")
-        with open(file_name, "wb") as handle:
-            handle.write(payload)
-        trainer.load_states(file_name)

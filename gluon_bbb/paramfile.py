@@ -7,10 +7,13 @@ import numpy as np
 from mxnet import nd
 
 from . import ndfile
-from .checkpoint import MAX_PAYLOAD_BYTES, NDFILE_OVERHEAD, CheckpointError, atomic_write_bytes
+from .checkpoint import MAX_PAYLOAD_BYTES, CheckpointError, atomic_write_bytes
 
 __all__ = ["save_parameter_file", "load_parameter_file", "set_parameter_arrays",
-           "structural_parameters"]
+           "structural_parameters", "NDFILE_OVERHEAD"]
+
+#: Bytes an NDArray file may spend on headers and names beyond the values.
+NDFILE_OVERHEAD = 64 * 2**10
 
 
 def structural_parameters(net):

@@ -69,7 +69,7 @@ def save_trainer(trainer, path, extra=None):
                      optimizer_state.capture(trainer.trainer))
 
 
-def load_trainer(trainer, path, optimizer=True, trust_pickled_state=False):
+def load_trainer(trainer, path, optimizer=True):
     """Restore a checkpoint into ``trainer``; see :meth:`gluon_bbb.BBBTrainer.load`.
 
     Everything is read and checked before the trainer changes.
@@ -82,7 +82,7 @@ def load_trainer(trainer, path, optimizer=True, trust_pickled_state=False):
     arrays = checkpoint_arrays(trainer)
     _check_prior_kind(trainer.loss.prior, path)
     stored = read_checkpoint(path, expected={name: a.shape for name, a in arrays.items()},
-                             with_optimizer=optimizer, trust_pickled_state=trust_pickled_state)
+                             with_optimizer=optimizer)
     metadata = stored.metadata
     epoch = checked_field(metadata, "epoch", int, path)
     history = checked_field(metadata, "history", list, path)
@@ -148,8 +148,6 @@ def _restore_optimizer(trainer, path, stored):
     that it starts afresh."""
     if stored.optimizer is not None:
         optimizer_state.restore(trainer.trainer, *stored.optimizer, source=path)
-    elif stored.pickled_optimizer is not None:
-        optimizer_state.load_pickled(trainer.trainer, stored.pickled_optimizer)
     elif optimizer_state.family(trainer.trainer.optimizer) is None:
         logger.warning("%s: the state of optimizer %s is not stored in checkpoints; it starts "
                        "afresh", path, type(trainer.trainer.optimizer).__name__)

@@ -452,15 +452,15 @@ class BBBTrainer:
         is stored alongside, and :meth:`load` returns it under the key 'extra'."""
         persistence.save_trainer(self, path, extra=extra)
 
-    def load(self, path, optimizer=True, trust_pickled_state=False):
+    def load(self, path, optimizer=True):
         """Restore a checkpoint written by :meth:`save` into this trainer.
 
         The network must have the same architecture; its shapes must be known (initialise it
         and run one forward pass, or build the trainer from a net with known shapes). The
         whole file is read and checked before the trainer changes: a bad file raises a
         :class:`~gluon_bbb.checkpoint.CheckpointError` (a ValueError) naming the file and
-        the problem, and leaves the trainer as it was. Loading never unpickles anything
-        unless ``trust_pickled_state=True``. See :func:`gluon_bbb.persistence.load_trainer`.
+        the problem, and leaves the trainer as it was. Loading never unpickles anything.
+        See :func:`gluon_bbb.persistence.load_trainer`.
 
         Parameters
         ----------
@@ -469,17 +469,12 @@ class BBBTrainer:
             Also restore the optimizer state, to continue training (default). False only
             restores the network, its prior, epoch and history, and never opens the
             optimizer entry (for evaluating, pruning, plotting).
-        trust_pickled_state : bool
-            Files of checkpoint format 1 hold their optimizer state as a pickle; it is skipped
-            with a warning (the optimizer starts afresh) unless this is True. Unpickling runs
-            code from the file: only pass True for files you wrote yourself.
 
         Returns
         -------
         dict, the checkpoint's metadata.
         """
-        return persistence.load_trainer(self, path, optimizer=optimizer,
-                                        trust_pickled_state=trust_pickled_state)
+        return persistence.load_trainer(self, path, optimizer=optimizer)
 
 
 def _initialisation_state(param):

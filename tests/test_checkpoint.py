@@ -1,6 +1,7 @@
 """The checkpoint format (gluon_bbb.checkpoint, .ndfile, .optimizer_state): a round trip, every
-integrity check, format-1 files without unpickling, and resumed runs that equal uninterrupted
-ones bit for bit for each optimizer the project trains with, on both sampling paths."""
+integrity check, format-1 files refused without unpickling, and resumed runs that equal
+uninterrupted ones bit for bit for each optimizer the project trains with, on both sampling
+paths."""
 import hashlib
 import io
 import json
@@ -311,31 +312,20 @@ def _loader(trainer=None):
     return loader if trainer is None else EpochShuffled(loader, 1, lambda: trainer.epoch)
 
 
-def test_format_1_files_load_their_weights_and_never_unpickle_unless_trusted(tmp_path, caplog):
+def test_format_1_files_are_refused_in_one_line_and_never_unpickled(tmp_path):
     marker = tmp_path / "marker"
     path = tmp_path / "old.bbb"
     trainer = _trainer()
     trainer.fit(_loader(), 1, checkpoint_path=str(path), progress=False)
     _format_1_file(path, trainer, planted_pickle(marker))
-    restored = _trainer()
-    with caplog.at_level(logging.WARNING):
-        restored.load(str(path))
+    for load in (lambda: _trainer().load(str(path)),
+                 lambda: _trainer().load(str(path), optimizer=False),
+                 lambda: read_metadata(path)):
+        with pytest.raises(CheckpointError) as error:
+            load()
+        message = str(error.value)
+        assert str(path) in message and "format 1" in message and "\n" not in message
     assert not marker.exists()
-    assert "optimizer state is a pickle" in caplog.text and "skipped" in caplog.text
-    assert restored.epoch == 1
-    for a, b in zip(trainer.variational_params, restored.variational_params):
-        np.testing.assert_array_equal(a.data().asnumpy(), b.data().asnumpy())
-    _trainer().load(str(path), optimizer=False)
-    assert not marker.exists()
-    # Trusted, a genuine format-1 state is unpickled and restored.
-    real = tmp_path / "states"
-    trainer.trainer.save_states(str(real))
-    _format_1_file(path, trainer, real.read_bytes())
-    trusted = _trainer()
-    trusted.load(str(path), trust_pickled_state=True)
-    for key, state in trainer.trainer._updaters[0].states.items():
-        for a, b in zip(state, trusted.trainer._updaters[0].states[key]):
-            np.testing.assert_array_equal(a.asnumpy(), b.asnumpy())
 
 
 # ---------------------------------------------------------------------------- resuming
@@ -426,24 +416,24 @@ def test_a_bad_optimizer_state_changes_nothing(tmp_path):
     assert fresh.epoch == 1
 
 
-def test_the_migration_script_rewrites_format_1_without_unpickling(tmp_path):
+def test_the_slim_script_drops_the_optimizer_state_and_keeps_the_network(tmp_path):
     import importlib.util
     spec = importlib.util.spec_from_file_location(
-        "migrate_checkpoints", os.path.join(os.path.dirname(__file__), "..", "scripts",
-                                            "migrate_checkpoints.py"))
+        "slim_checkpoints", os.path.join(os.path.dirname(__file__), "..", "scripts",
+                                         "slim_checkpoints.py"))
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    marker, path = tmp_path / "marker", tmp_path / "old.bbb"
+    path = tmp_path / "run.bbb"
     trainer = _trainer()
     trainer.fit(_loader(), 1, checkpoint_path=str(path), progress=False)
-    _format_1_file(path, trainer, planted_pickle(marker))
+    before = path.stat().st_size
+    assert "optimizer.bin" in _entries(path)
     assert script.main([str(path)]) == 0
-    assert not marker.exists()
-    assert read_metadata(path)["format"] == 2 and "optimizer.states" not in _entries(path)
-    migrated = _trainer(seed=8)
-    migrated.load(str(path))
-    for a, b in zip(trainer.variational_params, migrated.variational_params):
+    assert "optimizer.bin" not in _entries(path) and path.stat().st_size < before / 2
+    slimmed = _trainer(seed=8)
+    slimmed.load(str(path))
+    for a, b in zip(trainer.variational_params, slimmed.variational_params):
         np.testing.assert_array_equal(a.data().asnumpy(), b.data().asnumpy())
-    assert migrated.history == trainer.history
+    assert slimmed.history == trainer.history
     path.write_bytes(b"junk")
     assert script.main([str(path)]) == 2

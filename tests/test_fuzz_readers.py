@@ -249,7 +249,7 @@ JSON_MUTATIONS = {
 }
 PARAMS_MUTATIONS = {"other-architecture": ZIP_MUTATIONS["other-architecture"]}
 # A mutation that leaves the file usable for readers that do not touch what it broke.
-HARMLESS = {"planted-optimizer-states", "format-1-with-pickle"}
+HARMLESS = {"planted-optimizer-states"}
 NETWORK_ONLY_HARMLESS = {"optimizer-pickle"}  # only resuming readers open optimizer.bin
 
 

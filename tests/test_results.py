@@ -35,7 +35,8 @@ BASELINE_RUNS = ["sgd-400", "dropout-400", "sgd-lenet", "dropout-lenet", "fashio
 
 
 def test_committed_checkpoints_are_in_the_current_format_without_optimizer_state():
-    """Migrated by scripts/migrate_checkpoints.py --slim: nothing committed holds a pickle."""
+    """Slimmed by scripts/slim_checkpoints.py: nothing committed holds a pickle or optimizer
+    state."""
     checkpoints = sorted(RESULTS.glob("*/*.bbb"))
     assert len(checkpoints) >= len(HEADLINE_RUNS)
     for path in checkpoints:

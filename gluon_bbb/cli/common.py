@@ -11,7 +11,8 @@ from ..experiments import configs, protocol, runfolder
 from ..runlock import RunFolderLock
 
 __all__ = ["PROG", "PRUNING_JSON", "PRUNING_MD", "FIGURES", "MC_SAMPLES", "number", "fraction",
-           "add_overrides", "overrides_of", "add_trust", "add_common", "add_training_options", "result_line", "errors_line",
+           "add_overrides", "overrides_of", "add_common", "add_training_options", "result_line",
+           "errors_line",
            "log_to", "train_into"]
 
 logger = logging.getLogger("gluon_bbb.cli")
@@ -84,14 +85,6 @@ def overrides_of(args):
     return overrides
 
 
-def add_trust(parser):
-    parser.add_argument(
-        "--trust-pickled-state", action="store_true",
-        help="when resuming from a checkpoint written by gluon_bbb before checkpoint format 2, "
-             "unpickle its optimizer state instead of starting the optimizer afresh. "
-             "Unpickling RUNS CODE FROM THE FILE: only for checkpoints you wrote yourself")
-
-
 def add_common(parser):
     parser.add_argument("--ctx", default="cpu", help="'cpu', 'gpu' or 'gpu(i)'")
     parser.add_argument("--data-dir", default=None,
@@ -100,11 +93,9 @@ def add_common(parser):
 
 
 def add_training_options(parser):
-    """The options of every command that trains: :func:`add_common`, ``--no-progress`` and
-    :func:`add_trust`."""
+    """The options of every command that trains: :func:`add_common` and ``--no-progress``."""
     add_common(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    add_trust(parser)
 
 
 def result_line(mean_error, mc_error, num_samples):
@@ -123,13 +114,12 @@ def train_into(config, epochs, out, args):
     """Train ``config`` to ``epochs`` epochs in run folder ``out`` (continuing it) with
     :func:`gluon_bbb.experiments.run`, holding its writer lock and logging to its
     ``train.log``; prints the best epoch and its test errors. Used by ``train`` and
-    ``reproduce``; ``args`` gives ``data_dir``, ``ctx``, ``mc_samples``, ``no_progress``,
-    ``command_line`` and ``trust_pickled_state``."""
+    ``reproduce``; ``args`` gives ``data_dir``, ``ctx``, ``mc_samples``, ``no_progress`` and
+    ``command_line``."""
     with RunFolderLock(out), log_to(os.path.join(out, runfolder.LOG)):
         result = protocol.run(config, epochs, out, data_dir=args.data_dir, ctx=args.ctx,
                               mc_samples=args.mc_samples, progress=not args.no_progress,
-                              command=args.command_line,
-                              trust_pickled_state=args.trust_pickled_state)
+                              command=args.command_line)
         logger.info("finish: %s; best epoch %d of %d, %.1f s; %s", errors_line(result),
                     result["best_epoch"], result["epochs_run"], result["total_wall_seconds"],
                     os.path.join(out, runfolder.RESULT))

@@ -129,7 +129,7 @@ def search_command(args):
                    pruner=args.pruner, max_trials=args.max_trials, seed=args.search_seed,
                    storage=args.storage, heartbeat_interval=args.heartbeat,
                    data_dir=args.data_dir, ctx=args.ctx, progress=not args.no_progress,
-                   command=args.command_line, trust_pickled_state=args.trust_pickled_state)
+                   command=args.command_line)
     optuna_search.study_settings(space, args.epochs, args.base, options["overrides"],
                                  args.sampler, args.pruner, args.max_trials, args.search_seed)
     if args.storage:  # a bad URL is refused before the folder exists

@@ -75,7 +75,7 @@ MC_SAMPLES = 10
 
 def run(config, epochs, output_dir, data_dir=None, ctx=None, mc_samples=MC_SAMPLES,
         progress=False, command=None, evaluate_test=True, loaders=None,
-        trust_pickled_state=False, epoch_callback=None):
+        epoch_callback=None):
     """Train configuration ``config`` to ``epochs`` epochs in ``output_dir`` and report.
 
     A folder that already holds a run of the same configuration is continued from its last
@@ -103,10 +103,6 @@ def run(config, epochs, output_dir, data_dir=None, ctx=None, mc_samples=MC_SAMPL
         Loaders from :func:`gluon_bbb.data.get_loaders` with this configuration's data
         settings (dataset, batch size, preprocessing, validation split, subset), to share
         them between runs; default: loaded here.
-    trust_pickled_state : bool
-        Resuming from a checkpoint of format 1: unpickle its optimizer state (runs code from
-        the file) instead of starting the optimizer afresh. See
-        :meth:`gluon_bbb.BBBTrainer.load`.
     epoch_callback : callable, optional
         ``epoch_callback(record)`` after each epoch, once its checkpoint (and the best one) is
         written; ``record`` holds 'epoch' and 'test_error' (the validation error). An exception
@@ -133,11 +129,11 @@ def run(config, epochs, output_dir, data_dir=None, ctx=None, mc_samples=MC_SAMPL
     ctx = resolve_context(ctx)
     with RunFolderLock(output_dir):
         return _run_locked(config, epochs, output_dir, data_dir, ctx, mc_samples, progress,
-                           command, evaluate_test, loaders, trust_pickled_state, epoch_callback)
+                           command, evaluate_test, loaders, epoch_callback)
 
 
 def _run_locked(config, epochs, output_dir, data_dir, ctx, mc_samples, progress, command,
-                evaluate_test, loaders, trust_pickled_state, epoch_callback):
+                evaluate_test, loaders, epoch_callback):
     """:func:`run`, holding the folder's writer lock."""
     start = time.time()
     check_run_dir(output_dir, config)
@@ -149,7 +145,7 @@ def _run_locked(config, epochs, output_dir, data_dir, ctx, mc_samples, progress,
     os.makedirs(output_dir, exist_ok=True)
     epochs_before = 0
     if os.path.exists(checkpoint):
-        runner.load(checkpoint, trust_pickled_state=trust_pickled_state)
+        runner.load(checkpoint)
         epochs_before = runner.epoch
         best = best_of(runner.history)
         if best is not None:

@@ -89,8 +89,8 @@ class _BBBRun:
     def history(self):
         return self.trainer.history
 
-    def load(self, path, trust_pickled_state=False):
-        self.trainer.load(path, trust_pickled_state=trust_pickled_state)
+    def load(self, path):
+        self.trainer.load(path)
 
     def load_best(self, run_dir):
         self.trainer.load(os.path.join(run_dir, FILES["bbb"]["best"]), optimizer=False)
@@ -174,10 +174,9 @@ class _DeterministicRun:
                     "shapes": {name: list(a.shape) for name, a in arrays.items()}}
         write_checkpoint(path, arrays, metadata, optimizer_state.capture(self.trainer))
 
-    def load(self, path, trust_pickled_state=False):
+    def load(self, path):
         expected = {name: param.shape for name, param in self._params().items()}
-        stored = read_checkpoint(path, expected=expected, with_optimizer=True,
-                                 trust_pickled_state=trust_pickled_state)
+        stored = read_checkpoint(path, expected=expected, with_optimizer=True)
         metadata = stored.metadata
         if metadata.get("kind") != "deterministic":
             raise CheckpointError(f"{path} is not a checkpoint of a deterministic baseline")
@@ -190,8 +189,6 @@ class _DeterministicRun:
             raise CheckpointError(f"{path}: its epoch, history or best epoch is malformed")
         if stored.optimizer is not None:
             optimizer_state.restore(self.trainer, *stored.optimizer, source=path)
-        elif stored.pickled_optimizer is not None:
-            optimizer_state.load_pickled(self.trainer, stored.pickled_optimizer)
         for name, param in self._params().items():
             param.set_data(nd.array(stored.arrays[name], ctx=self.ctx, dtype=stored.arrays[name].dtype))
         self.epoch, self.history, self.best = epoch, list(history), best

@@ -274,8 +274,7 @@ class _Heartbeat:
         return False
 
 
-def _objective(trial, settings, output_dir, data_dir, ctx, loaders, progress, command,
-               trust_pickled_state):
+def _objective(trial, settings, output_dir, data_dir, ctx, loaders, progress, command):
     """Train the trial's setting in its run folder; the best validation error of its epochs."""
     setting = {key: trial.suggest_categorical(key, values)
                for key, values in settings["space"].items()}
@@ -301,15 +300,13 @@ def _objective(trial, settings, output_dir, data_dir, ctx, loaders, progress, co
         report(record)
     summary = run(config, settings["epochs"], folder, data_dir=data_dir, ctx=ctx,
                   progress=progress, command=command, evaluate_test=False,
-                  loaders=loaders, trust_pickled_state=trust_pickled_state,
-                  epoch_callback=report)
+                  loaders=loaders, epoch_callback=report)
     trial.set_user_attr("best_epoch", summary["best_epoch"])
     trial.set_user_attr("epochs_run", summary["epochs_run"])
     return summary["validation_error"]
 
 
-def work(study, storage, output_dir, data_dir=None, ctx=None, progress=False, command=None,
-         trust_pickled_state=False):
+def work(study, storage, output_dir, data_dir=None, ctx=None, progress=False, command=None):
     """Run trials of ``study`` until its budget is spent: ask for a trial (the workers of one
     machine in turn), train it with a heartbeat, tell the study its best validation error,
     that it was pruned, or that it failed.
@@ -340,7 +337,7 @@ def work(study, storage, output_dir, data_dir=None, ctx=None, progress=False, co
         try:
             with _Heartbeat(storage, trial):
                 value = _objective(trial, settings, output_dir, data_dir, ctx, loaders, progress,
-                                   command, trust_pickled_state)
+                                   command)
         except optuna.TrialPruned as pruned:
             logger.info("trial %d pruned: %s", trial.number, pruned)
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)
@@ -389,7 +386,7 @@ def study_settings(space, epochs, base="bbb-mixture-400", overrides=None, sample
 def search(space, epochs, output_dir, base="bbb-mixture-400", overrides=None, sampler="grid",
            pruner="hyperband", max_trials=None, seed=0, storage=None, worker=0,
            heartbeat_interval=60, data_dir=None, ctx=None, progress=False, command=None,
-           trust_pickled_state=False, start_together=None):
+           start_together=None):
     """Create or join the study of a search and work on it in this process.
 
     Parameters
@@ -435,6 +432,6 @@ def search(space, epochs, output_dir, base="bbb-mixture-400", overrides=None, sa
     if start_together is not None:
         meet_workers(start_together[0], worker, start_together[1])
     count = work(study, rdb, output_dir, data_dir=data_dir, ctx=ctx, progress=progress,
-                 command=command, trust_pickled_state=trust_pickled_state)
+                 command=command)
     logger.info("worker %d ran %d trials; the study has %d", worker, count, len(study.trials))
     return study
