@@ -277,7 +277,9 @@ class BBBTrainer:
         Returns
         -------
         cost, nll, complexity : NDArray, shape (1,) each, averaged over the weight samples
-        pred : NDArray, the network output for the last weight sample
+        pred : NDArray, (batch_size, num_outputs) the network output for the last weight sample
+        finite : NDArray, shape (1,): 1 if the update was applied, 0 if it was skipped because
+            the cost or a gradient was not finite (see :class:`~gluon_bbb.fused.FiniteGuard`)
         """
         self.prepare(data)
         if not isinstance(kl_weight, nd.NDArray):

@@ -1,8 +1,8 @@
 """Figures of predictive uncertainty (:mod:`gluon_bbb.calibration`, :mod:`gluon_bbb.uncertainty`):
 reliability diagrams, histograms of an uncertainty score, refusal curves.
 
-Like every plot of gluon_bbb (:mod:`gluon_bbb.plots`, which re-exports these), each function
-draws into the axes it is given or a new Figure, and returns the Figure.
+Like every plot of gluon_bbb (:mod:`gluon_bbb.plots`), each function draws into the axes it is
+given or a new Figure, and returns the Figure.
 """
 import numpy as np
 

@@ -26,8 +26,9 @@ read any of them and use the best epoch. ``prune`` adds ``pruning.json`` and ``p
 folder described in :mod:`gluon_bbb.experiments.bandit_run`.
 
 Each command group is one module of this package, owning its parser and its command:
-``train``, ``runs`` (evaluate, prune, plot), ``reproduce`` (reproduce, reproduce-report,
-search), ``uncertainty`` and ``bandit``; ``common`` holds what they share.
+``train``, ``runs`` (evaluate, prune, plot), ``reproduce`` (reproduce, reproduce-report),
+``search`` (search, search-report), ``uncertainty`` and ``bandit``; ``common`` holds what they
+share.
 """
 import argparse
 import shlex

@@ -35,7 +35,8 @@ FIGURES = {
 }
 
 
-MC_SAMPLES = 10
+#: Weight samples of a Monte Carlo test error, the protocol's.
+MC_SAMPLES = protocol.MC_SAMPLES
 
 
 def number(kind, low, inclusive):

@@ -70,6 +70,7 @@ __all__ = ["MC_SAMPLES", "run", "evaluate_run", "report", "results_table", "reco
 logger = logging.getLogger(__name__)
 
 
+#: Weight samples of the Monte Carlo test error a run reports (the command line's default too).
 MC_SAMPLES = 10
 
 
