@@ -39,6 +39,8 @@ nb_execution_timeout = 600 if SMOKE else 7200
 nb_execution_raise_on_error = True
 nb_execution_show_tb = True
 nb_merge_streams = True
+# Markdown that a cell prints (notebook 05's tables) is read as MyST, so its tables render.
+nb_render_markdown_format = "myst"
 
 autodoc_default_options = {"members": True, "show-inheritance": True}
 autodoc_member_order = "bysource"

@@ -218,7 +218,8 @@ def training_curves(history, label=None, ax=None):
         drawn = len(ax.lines)  # earlier runs on the same axes keep their colours
         for key, color in zip(present, _colors(drawn + len(present))[drawn:]):
             values = [scale * record[key] for record in history]
-            ax.plot(epochs, values, marker="o", markersize=3, color=color, label=prefix + key)
+            dashed = dict(linestyle="--", zorder=3) if key == "loss" else {}  # over complexity
+            ax.plot(epochs, values, marker="o", markersize=3, color=color, label=prefix + key, **dashed)
         ax.set_xlabel("epoch")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         if present:
@@ -411,9 +412,10 @@ def log_snr_density(snr, cutoffs=None, ax=None, bins=200):
     cdf_ax.plot(edges[1:], np.cumsum(counts) / decibels.size, color=curve_color)
     with np.errstate(divide="ignore"):
         positions = 10.0 * np.log10(np.quantile(snr, cutoffs)) if cutoffs else []
-    for fraction, position, color in zip(cutoffs, positions, cut_colors):
+    styles = ("--", ":", "-.", (0, (6, 2, 1, 2, 1, 2)))  # colour and dash: no two lines alike
+    for i, (fraction, position, color) in enumerate(zip(cutoffs, positions, cut_colors)):
         for ax in (density_ax, cdf_ax):
-            ax.axvline(position, color=color, linestyle="--", label=f"{100 * fraction:g}% removed")
+            ax.axvline(position, color=color, linestyle=styles[i % 4], label=f"{100 * fraction:g}% removed")
     for ax, title in ((density_ax, "signal-to-noise ratio of the weights: density"),
                       (cdf_ax, "fraction of the weights below a ratio (CDF)")):
         ax.set_xlabel("signal-to-noise ratio (dB)")
