@@ -1,4 +1,4 @@
-"""Gradient estimators for training: the noise a layer's forward pass uses (issue 16).
+"""Gradient estimators for training: the noise a layer's forward pass uses.
 
 Bayes by Backprop (section 3.2 of the paper) draws one weight sample w = mu + sigma * eps per
 step and every example of the minibatch shares it. The examples' gradients are then

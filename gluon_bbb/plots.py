@@ -10,16 +10,13 @@ Drawing weight samples for :func:`weight_densities` is done by
 :func:`gluon_bbb.pruning.sample_weights`, next to :func:`gluon_bbb.pruning.signal_to_noise`.
 
 Densities of millions of weights are histograms drawn as lines (``np.histogram``, linear in
-the number of weights), not kernel density estimates.
+the number of weights), not kernel density estimates. matplotlib is imported when drawing.
 """
 import io
 import math
 import numbers
 
 import numpy as np
-from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator, MultipleLocator, NullFormatter, ScalarFormatter
-
 from ._checks import check_finite_1d, check_int, check_mapping
 from .checkpoint import atomic_write_bytes
 
@@ -66,6 +63,7 @@ def axes_for(ax=None, count=1, figsize=None, sharey=False, max_columns=None):
     """
     count = check_int("count", count)
     if ax is None:
+        from matplotlib.figure import Figure
         columns = count if max_columns is None else min(count, check_int("max_columns", max_columns))
         rows = -(-count // columns)
         figure = Figure(figsize=figsize or ((6.0, 4.0) if count == 1 else (4.0 * columns, 4.0 * rows)),
@@ -166,6 +164,7 @@ def image_grid(images, labels, class_names=None, rows=3, cols=3, predictions=Non
         return str(class_names[index]) if class_names is not None else str(index)
 
     if fig is None:
+        from matplotlib.figure import Figure
         fig = Figure(figsize=(1.6 * cols, 1.8 * rows), constrained_layout=True)
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
     for i, ax in enumerate(axes):
@@ -208,6 +207,7 @@ def training_curves(history, label=None, ax=None):
     value drawn on it is positive, so the likelihood cost stays visible beside a complexity
     cost hundreds of times larger.
     """
+    from matplotlib import ticker  # here, not at the top: a light import
     if not isinstance(history, (list, tuple)) or not history or not all(isinstance(r, dict) for r in history):
         raise ValueError("history must be a non-empty list of dicts, one per epoch")
     loss_ax, error_ax = axes_for(ax, 2, figsize=(10.0, 3.8))
@@ -221,7 +221,7 @@ def training_curves(history, label=None, ax=None):
             dashed = dict(linestyle="--", zorder=3) if key == "loss" else {}  # over complexity
             ax.plot(epochs, values, marker="o", markersize=3, color=color, label=prefix + key, **dashed)
         ax.set_xlabel("epoch")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
         if present:
             ax.legend(frameon=False)
     positive = all(value > 0 for line in loss_ax.lines for value in line.get_ydata())
@@ -264,10 +264,9 @@ def error_curves(histories, key="validation_error", reference=None, span=1.0, ax
     span : float, > 0, height of the y axis in percentage points
     ax : matplotlib Axes, optional
 
-    Returns
-    -------
-    Figure, one line per run.
+    Returns the Figure, one line per run.
     """
+    from matplotlib import ticker  # here, not at the top: a light import
     span = _finite_number(span, "span", positive=True)
     curves = _epoch_values(histories, lambda r: r.get(key))
     reference = {label: _finite_number(value, f"reference[{label!r}]")
@@ -282,7 +281,7 @@ def error_curves(histories, key="validation_error", reference=None, span=1.0, ax
     lowest = min([100 * values.min() for _, values in curves.values()] + list(reference.values()))
     low = math.floor(10 * lowest - 1) / 10
     ax.set_ylim(low, low + span)
-    ax.yaxis.set_major_locator(MultipleLocator(0.1 if span <= 1.5 else 0.5))
+    ax.yaxis.set_major_locator(ticker.MultipleLocator(0.1 if span <= 1.5 else 0.5))
     ax.grid(axis="y", alpha=0.3)
     ax.set(xlim=(0, None), xlabel="epoch", ylabel=f"{key.replace('_', ' ')} (%)",
            title=f"{key.replace('_', ' ')} against epoch")
@@ -447,6 +446,7 @@ def pruning_curve(table, ax=None):
     -------
     Figure, one line per method.
     """
+    from matplotlib import ticker  # here, not at the top: a light import
     if not isinstance(table, (list, tuple)) or not table:
         raise ValueError("table must be a non-empty list of rows")
     for row in table:
@@ -464,8 +464,8 @@ def pruning_curve(table, ax=None):
     ax.set_yscale("log")
     ax.invert_xaxis()
     for axis in (ax.xaxis, ax.yaxis):
-        axis.set_major_formatter(ScalarFormatter())
-        axis.set_minor_formatter(NullFormatter())
+        axis.set_major_formatter(ticker.ScalarFormatter())
+        axis.set_minor_formatter(ticker.NullFormatter())
     kept = sorted({100 * (1 - row["fraction"]) for row in table})
     ax.set_xticks(kept)
     ax.set_xticklabels([f"{value:g}" for value in kept])

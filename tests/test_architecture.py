@@ -104,12 +104,15 @@ def test_no_python_module_is_much_over_500_lines():
     assert not long, f"modules over ~500 lines (split them by job): {long}"
 
 
-def test_importing_the_package_does_not_import_optuna():
+def test_importing_the_package_does_not_import_optuna_or_matplotlib():
     """Optuna (the search) is slow to import and makes tqdm warn in notebooks without
-    ipywidgets: the package imports it only when the search is used."""
+    ipywidgets: the package imports it only when the search is used. matplotlib and seaborn
+    load when a figure is drawn."""
     import subprocess
     import sys
     code = ("import sys, gluon_bbb, gluon_bbb.experiments; assert 'optuna' not in sys.modules; "
+            "assert not {'matplotlib', 'seaborn'} & set(sys.modules), 'matplotlib loaded'; "
+            "gluon_bbb.plots.axes_for(); assert 'matplotlib' in sys.modules; "
             "gluon_bbb.experiments.search_space(); assert 'optuna' not in sys.modules; "
             "gluon_bbb.experiments.search.STUDY_NAME; assert 'optuna' in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

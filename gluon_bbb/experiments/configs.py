@@ -158,7 +158,7 @@ for _name in ("bbb-mixture-400", "bbb-gaussian-400", "sgd-400", "dropout-400"):
 
 LENET = "LeNet-5 (Conv2D 6-pool-Conv2D 16-pool-Dense 120-Dense 84, ReLU)"
 for _name in ("bbb-mixture-400", "bbb-gaussian-400", "sgd-400", "dropout-400"):
-    # the LeNet of issue 16; 'hidden' records its two Dense layers (the MLP's key)
+    # 'hidden' records the LeNet's two Dense layers (the MLP's key)
     _lenet = _name.replace("-400", "-lenet")
     CONFIGS[_lenet] = dict(CONFIGS[_name], network="lenet", hidden=[120, 84])
     DESCRIPTIONS[_lenet] = (DESCRIPTIONS[_name].replace("plain MLP 2x400", "plain 2x400")
