@@ -28,6 +28,7 @@ import mxnet as mx
 import numpy as np
 
 from . import datafolders
+from ._mxcompat import dataset_arrays
 from .datafolders import (DATA_ENV_VAR, DATASETS, SPLITS, DataNotFoundError, find_data_dir,
                           idx_filenames)
 from .idx import IDXFormatError, read_idx
@@ -94,9 +95,8 @@ def _download_with_mxnet(name, split):
     dataset_class = {"mnist": vision.MNIST, "fashion-mnist": vision.FashionMNIST}[name]
     root = datafolders.mxnet_home() / "datasets" / name
     dataset = dataset_class(root=str(root), train=(split == "train"))
-    images = dataset._data  # pylint: disable=protected-access
+    images, labels = dataset_arrays(dataset)
     images = images.asnumpy() if hasattr(images, "asnumpy") else np.asarray(images)
-    labels = dataset._label  # pylint: disable=protected-access
     labels = labels.asnumpy() if hasattr(labels, "asnumpy") else np.asarray(labels)
     return images.reshape(len(images), *IMAGE_SHAPE).astype(np.uint8), labels.astype(np.int32)
 

@@ -41,6 +41,7 @@ trainer's context, which :meth:`gluon_bbb.BBBTrainer.reseed` seeds: a seeded run
 from mxnet import gluon
 
 from ._math import softplus
+from ._mxcompat import conv_settings, dense_settings
 
 __all__ = ["ESTIMATORS", "LayerEstimators", "check_estimator", "dense_moments"]
 
@@ -65,7 +66,7 @@ def _covers(estimator, layer):
     if isinstance(layer, gluon.nn.Conv2D):
         if estimator == "local":
             return "'local' covers Dense layers only"
-        if layer._kwargs.get("layout", "NCHW") != "NCHW":  # noqa: SLF001 -- Conv2D keeps it only here
+        if conv_settings(layer).get("layout", "NCHW") != "NCHW":
             return "Flipout covers Conv2D in NCHW layout only"
         return None
     return "not a Dense or Conv2D layer"
@@ -162,8 +163,7 @@ class _EstimatorForward:
         return out if self.layer.act is None else self.layer.act(out)
 
     def _dense_options(self):
-        layer = self.layer
-        return {"num_hidden": layer._units, "flatten": layer._flatten}  # noqa: SLF001 -- Dense keeps them only here
+        return dense_settings(self.layer)
 
     def _local(self, F, x, mu, bias):
         """a = x . mu^T + mu_b + sqrt((x * x) . (sigma^2)^T + sigma_b^2) * zeta; a bias
@@ -181,16 +181,16 @@ class _EstimatorForward:
 
     def _flipout_dense(self, F, x, weight, bias, mu):
         """a = x . mu^T + ((x * r) . dW^T) * s + b, dW = w - mu."""
-        if self.layer._flatten and x.ndim > 2:  # noqa: SLF001
-            x = F.flatten(x)
         options = self._dense_options()
+        if options["flatten"] and x.ndim > 2:
+            x = F.flatten(x)
         mean = F.FullyConnected(x, mu, bias, no_bias=bias is None, **options)
         flipped = F.FullyConnected(x * _signs(F, x), weight - mu, no_bias=True, **options)
         return mean + flipped * _signs(F, mean)
 
     def _flipout_conv(self, F, x, weight, bias, mu):
         """The same for a convolution, with one sign per example and channel."""
-        kwargs = dict(self.layer._kwargs)  # noqa: SLF001 -- the layer's convolution arguments
+        kwargs = conv_settings(self.layer)
         mean = F.Convolution(x, mu, bias, **dict(kwargs, no_bias=bias is None))
         signs_in = _signs(F, x, per_channel=True)
         flipped = F.Convolution(x * signs_in, weight - mu, **dict(kwargs, no_bias=True))

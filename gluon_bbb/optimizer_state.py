@@ -13,8 +13,8 @@ tensor, or none):
   update counts (Adam's bias correction uses them) and the learning rate.
 
 Other optimizers are not captured: a resumed run starts their state afresh, with a warning.
-MXNet keeps this state in private attributes of ``gluon.Trainer`` and ``Optimizer``
-(``_updaters``, ``_all_index_update_counts``); this module is the one place that touches them.
+MXNet keeps this state in private attributes of ``gluon.Trainer`` and ``Optimizer``, read and
+written through :mod:`gluon_bbb._mxcompat`.
 """
 import logging
 import numbers
@@ -22,6 +22,8 @@ import numbers
 import mxnet as mx
 from mxnet import nd
 
+from ._mxcompat import (set_update_counts, trainer_parameters, trainer_updaters,
+                        update_counts)
 from .checkpoint import CheckpointError, checked_field
 from .fused_optimizers import FusedAdam, FusedSGD
 
@@ -57,14 +59,14 @@ def capture(trainer):
     name = family(optimizer)
     if name is None:
         return None
-    updater = trainer._updaters[0]  # noqa: SLF001 -- MXNet keeps the state only here
+    updater = trainer_updaters(trainer)[0]
     arrays, structures = {}, {}
     for index, state in updater.states.items():
         structures[str(index)] = _encode(state, f"{index}", arrays)
-    counts = optimizer._all_index_update_counts  # noqa: SLF001 -- Adam's bias correction
+    counts = update_counts(optimizer)
     state = {
         "family": name,
-        "num_params": len(trainer._params),  # noqa: SLF001
+        "num_params": len(trainer_parameters(trainer)),
         "num_update": int(optimizer.num_update),
         "index_update_counts": {str(device): {str(i): int(c) for i, c in per_device.items()}
                                 for device, per_device in counts.items()},
@@ -115,7 +117,7 @@ def restore(trainer, state, arrays, source):
         logger.warning("%s is for a %s optimizer, this trainer uses %s: the optimizer state "
                        "starts afresh", source, stored, type(trainer.optimizer).__name__)
         return False
-    params = trainer._params  # noqa: SLF001 -- the index -> parameter map of the updater
+    params = trainer_parameters(trainer)  # the index -> parameter map of the updater
     if checked_field(state, "num_params", int, source) != len(params):
         raise CheckpointError(f"{source} is for {state['num_params']} parameters, the trainer "
                               f"has {len(params)}")
@@ -138,13 +140,12 @@ def restore(trainer, state, arrays, source):
         raise CheckpointError(f"{source}: learning rate {learning_rate!r} is not positive")
     # Checked: now change the trainer.
     optimizer = trainer.optimizer
-    for updater in trainer._updaters:  # noqa: SLF001
+    for updater in trainer_updaters(trainer):
         updater.states = dict(states)
         updater.states_synced = dict.fromkeys(states, False)  # moved to the weights' context
-    optimizer._all_index_update_counts = counts or {0: {}}  # noqa: SLF001
     device = params[0].list_ctx()[0].device_id if params else 0
     counts.setdefault(device, {})
-    optimizer._set_current_context(device)  # noqa: SLF001 -- points the counts at that device
+    set_update_counts(optimizer, counts, device)
     optimizer.num_update = num_update
     if optimizer.lr_scheduler is None:
         trainer.set_learning_rate(learning_rate)

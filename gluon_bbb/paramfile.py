@@ -7,6 +7,7 @@ import numpy as np
 from mxnet import nd
 
 from . import ndfile
+from ._mxcompat import structural_parameters
 from .checkpoint import MAX_PAYLOAD_BYTES, CheckpointError, atomic_write_bytes
 
 __all__ = ["save_parameter_file", "load_parameter_file", "set_parameter_arrays",
@@ -15,10 +16,6 @@ __all__ = ["save_parameter_file", "load_parameter_file", "set_parameter_arrays",
 #: Bytes an NDArray file may spend on headers and names beyond the values.
 NDFILE_OVERHEAD = 64 * 2**10
 
-
-def structural_parameters(net):
-    """name -> Parameter under the structural names ``save_parameters`` writes."""
-    return net._collect_params_with_prefix()  # noqa: SLF001 -- Gluon's own naming of the file
 
 
 def save_parameter_file(net, path):

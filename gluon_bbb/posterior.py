@@ -5,12 +5,15 @@ Bayes by Backprop is a training method, not an architecture: the network stays a
 keeps a mean ``mu`` and a ``rho`` with sigma = softplus(rho), and :func:`assign_arrays` puts
 a sample (or the mean) into the network's parameters.
 """
+import weakref
+
 import numpy as np
 import mxnet as mx
 from mxnet import gluon, nd
 
 from ._checks import check_positive
 from ._math import softplus
+from ._mxcompat import parameter_arrays, set_parameter_array
 
 __all__ = ["VariationalPosterior", "trainable_parameters", "assign_arrays", "GaussianNoise",
            "inverse_softplus", "MOPED_MIN_SIGMA"]
@@ -18,6 +21,9 @@ __all__ = ["VariationalPosterior", "trainable_parameters", "assign_arrays", "Gau
 
 #: The smallest sigma MOPED starts a weight with (a weight of exactly 0 would get sigma = 0).
 MOPED_MIN_SIGMA = 1e-8
+#: The network parameters a posterior samples into (their grad_req is 'null', yet they are
+#: the weights Bayes by Backprop trains), without marking Gluon's objects.
+_SAMPLED_INTO = weakref.WeakSet()
 
 
 def inverse_softplus(sigma):
@@ -53,18 +59,17 @@ def trainable_parameters(net):
     return [
         (name, param)
         for name, param in net.collect_params().items()
-        if param.grad_req != "null" or getattr(param, "_gluon_bbb_target", False)
+        if param.grad_req != "null" or param in _SAMPLED_INTO
     ]
 
 
 def assign_arrays(params, arrays):
     """Make ``param.data()`` return ``array`` itself (no copy) for each pair.
 
-    This is the only place where gluon_bbb writes a private MXNet attribute
-    (``Parameter._data``). ``Parameter.set_data`` would copy the values and cut the
-    autograd graph from (mu, rho) to the sample; handing the sampled array itself to the
-    network keeps that graph, so gradients of the loss reach mu and rho.
-    ``tests/test_posterior.py`` checks that MXNet still honours this.
+    ``Parameter.set_data`` would copy the values and cut the autograd graph from (mu, rho)
+    to the sample; handing the sampled array itself to the network
+    (:func:`gluon_bbb._mxcompat.set_parameter_array`) keeps that graph, so gradients of the
+    loss reach mu and rho. ``tests/test_posterior.py`` checks that MXNet still honours this.
 
     Parameters
     ----------
@@ -72,7 +77,7 @@ def assign_arrays(params, arrays):
     arrays : list of NDArray, same shapes
     """
     for param, array in zip(params, arrays):
-        data = param._data  # noqa: SLF001 -- see docstring
+        data = parameter_arrays(param)
         if data is None or len(data) != 1:
             raise RuntimeError(
                 f"parameter {param.name} must be initialised on exactly one context "
@@ -80,7 +85,7 @@ def assign_arrays(params, arrays):
             )
         if array.shape != param.shape:
             raise ValueError(f"shape {array.shape} does not fit parameter {param.name} {param.shape}")
-        data[0] = array
+        set_parameter_array(param, array)
 
 
 class VariationalPosterior(gluon.HybridBlock):
@@ -161,7 +166,7 @@ class VariationalPosterior(gluon.HybridBlock):
                 self.rhos.append(getattr(self, f"rho{i}"))
         for param in self.targets:
             # The network's own arrays are replaced by samples; gluon.Trainer must not see them.
-            param._gluon_bbb_target = True
+            _SAMPLED_INTO.add(param)
             param.grad_req = "null"
 
     def initialize(self, init=None, ctx=None, verbose=False, force_reinit=False):

@@ -30,6 +30,7 @@ from mxnet import gluon, nd
 
 from ._checks import check_int
 from ._math import softplus
+from ._mxcompat import dense_settings
 from .estimators import dense_moments
 from .fused import normal_sample, variational_sample
 from .posterior import assign_arrays
@@ -192,8 +193,7 @@ def _first_layer_moments(posterior, layer, x):
     if var_w is None:  # a frozen weight contributes no variance
         var_w = nd.zeros_like(mu_w)
     mu_b, var_b = _posterior_moments(posterior, layer.bias) if layer.bias is not None else (None, None)
-    options = {"num_hidden": layer.weight.shape[0],
-               "flatten": layer._flatten}  # noqa: SLF001 -- Dense keeps its flag only here
+    options = dict(dense_settings(layer), num_hidden=layer.weight.shape[0])
     return dense_moments(nd, x, mu_w, var_w, mu_b, var_b, **options)
 
 

@@ -48,6 +48,33 @@ def _upward_imports(path):
     return found
 
 
+def _foreign_private_attributes(path):
+    """(line, text) of every private attribute of an object other than self, cls or super()."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                and not node.attr.startswith("__")):
+            continue
+        owner = node.value
+        if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
+            continue
+        if isinstance(owner, ast.Call) and getattr(owner.func, "id", None) == "super":
+            continue
+        found.append((node.lineno, ast.unparse(node)))
+    return found
+
+
+#: The one module that may reach into MXNet's and Optuna's private attributes.
+COMPATIBILITY_MODULE = PACKAGE / "_mxcompat.py"
+
+
+def test_only_the_compatibility_module_touches_private_attributes():
+    problems = [f"{path.relative_to(PACKAGE)}:{line}: {text}" for path in _modules()
+                if path != COMPATIBILITY_MODULE for line, text in _foreign_private_attributes(path)]
+    assert not problems, "\n".join(problems)
+    assert _foreign_private_attributes(COMPATIBILITY_MODULE)  # the check finds what it looks for
+
+
 def test_no_module_uses_another_modules_private_names():
     problems = [f"{path.name}:{line}: {text}" for path in _modules()
                 for line, text in _private_uses(path)]

@@ -14,7 +14,7 @@ from .. import data, models, optimizer_state
 from ..baselines import classification_cost, evaluate_deterministic, run_epochs
 from ..checkpoint import (CheckpointError, checked_field, read_checkpoint,
                           write_checkpoint)
-from ..paramfile import load_parameter_file, save_parameter_file
+from ..paramfile import load_parameter_file, save_parameter_file, structural_parameters
 from ..loss import BBBLoss
 from ..trainer import BBBTrainer
 from .configs import INPUT_SIZE, learning_rate_schedule, make_prior, run_kind
@@ -165,7 +165,7 @@ class _DeterministicRun:
         self.epoch, self.history, self.best = 0, [], None
 
     def _params(self):
-        return self.net._collect_params_with_prefix()  # structural names, as save_parameters
+        return structural_parameters(self.net)  # the names save_parameters writes
 
     def save(self, path):
         arrays = {name: param.data() for name, param in self._params().items()}

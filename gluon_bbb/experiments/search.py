@@ -41,6 +41,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from .._checks import check_int
+from .._mxcompat import trial_id
 from ..context import resolve_context
 from ..runlock import RunFolderBusyError, meet_workers, waiting_lock
 from .configs import get_config, run_kind
@@ -253,7 +254,7 @@ class _Heartbeat:
     """``with _Heartbeat(storage, trial):`` -- record the trial's heartbeat every interval."""
 
     def __init__(self, storage, trial):
-        self.storage, self.trial_id = storage, trial._trial_id
+        self.storage, self.trial_id = storage, trial_id(trial)
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._beat, daemon=True)
 
@@ -283,8 +284,7 @@ def _objective(trial, settings, output_dir, data_dir, ctx, loaders, progress, co
     trial.set_user_attr("folder", os.path.relpath(folder, output_dir))
     trial.set_user_attr("worker", f"{socket.gethostname()}:{os.getpid()}")
 
-    # Optuna has no public accessor for a trial's id; its own heartbeat uses _trial_id too.
-    reported = set(trial.storage.get_trial(trial._trial_id).intermediate_values)  # a retry's
+    reported = set(trial.storage.get_trial(trial_id(trial)).intermediate_values)  # a retry's
 
     def report(record):
         if record["epoch"] not in reported:
