@@ -196,3 +196,31 @@ def test_reproduce_report_draws_the_curves_of_recorded_runs(tmp_path, capsys):
     error = capsys.readouterr().err.strip()
     assert len(error.splitlines()) == 1 and str(runs[1] / "result.json") in error
     assert "validation_error of epoch 2 is nan" in error
+
+
+@needs_mnist
+def test_evaluate_and_prune_the_network_at_the_end_of_training(tmp_path, capsys):
+    """Table 2 in the paper uses the network at the end of training: --network last reads
+    checkpoint.bbb, the best epoch's numbers stay in best.bbb and pruning.json."""
+    run = tmp_path / "run"
+    assert main(["reproduce", "bbb-mixture-400-paper", "--epochs", "3", "--output-dir", str(run)]
+                + SMOKE) == 0
+    result = _json(run / "result.json")
+    last = experiments.evaluate_run(str(run), mc_samples=2, network="last")
+    best = experiments.evaluate_run(str(run), mc_samples=2)
+    assert (last["network"], last["epoch"], best["epoch"]) == ("last", 3, result["best_epoch"])
+    assert "best_epoch" not in last and best["test_error_mean"] == result["test_error_mean"]
+    if result["best_epoch"] == 3:
+        assert last["test_error_mean"] == best["test_error_mean"]
+    capsys.readouterr()
+    assert main(["evaluate", str(run), "--network", "last", "--num-samples", "2"]) == 0
+    assert f"last epoch 3, {last['num_test']} test examples" in capsys.readouterr().out
+    assert main(["prune", str(run), "--network", "last", "--fractions", "0", "0.5"]) == 0
+    table = _json(run / "pruning-last.json")
+    assert table["epoch"] == 3 and not (run / "pruning.json").exists()
+    assert [row["fraction"] for row in table["rows"] if row["method"] == "snr"] == [0.0, 0.5]
+    snr_0 = next(r for r in table["rows"] if r["method"] == "snr" and r["fraction"] == 0.0)
+    assert snr_0["test_error"] == last["test_error_mean"]  # nothing removed: the mean network
+    (run / "checkpoint.bbb").unlink()
+    with pytest.raises(FileNotFoundError, match="committed without it"):
+        experiments.evaluate_run(str(run), network="last")

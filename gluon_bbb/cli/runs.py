@@ -28,6 +28,9 @@ def add_parsers(commands):
                           help="run folder (of 'train', 'reproduce' or a search trial)")
     evaluate.add_argument("--num-samples", type=number(int, 1, True), default=MC_SAMPLES,
                           help="weight samples of the Monte Carlo average")
+    evaluate.add_argument("--network", choices=protocol.NETWORKS, default="best",
+                          help="the best epoch on validation, or the last epoch (the end of "
+                               "training)")
     add_common(evaluate)
     evaluate.set_defaults(func=evaluate_command)
 
@@ -43,6 +46,9 @@ def add_parsers(commands):
                        default=list(pruning.METHODS),
                        help="remove the lowest signal-to-noise ratio |mu|/sigma, or the "
                             "lowest |mu|, first")
+    prune.add_argument("--network", choices=protocol.NETWORKS, default="best",
+                       help="prune the best epoch on validation, or the last epoch (the paper's "
+                            "Table 2 network; writes pruning-last.json/.md)")
     add_common(prune)
     prune.set_defaults(func=prune_command)
 
@@ -54,9 +60,9 @@ def add_parsers(commands):
     plot.set_defaults(func=plot_command)
 
 
-def load_run(args, with_test_data=True):
-    """The configuration, a trainer holding the run's best epoch on validation, and the
-    test loader (None without ``with_test_data``)."""
+def load_run(args, with_test_data=True, network="best"):
+    """The configuration, a trainer holding the run's best epoch on validation (or its last
+    epoch, ``network='last'``), and the test loader (None without ``with_test_data``)."""
     config = runfolder.read_run_config(args.run_dir)
     if config["method"] != "bbb":
         raise ValueError(f"{args.run_dir} holds the deterministic baseline "
@@ -71,7 +77,8 @@ def load_run(args, with_test_data=True):
                                 preprocessing=config["preprocessing"],
                                 subset=config["subset"], ctx=ctx)["test"]
     trainer = make_bbb_trainer(config, ctx)
-    trainer.load(os.path.join(args.run_dir, runfolder.FILES["bbb"]["best"]), optimizer=False)
+    name = runfolder.FILES["bbb"]["best" if network == "best" else "checkpoint"]
+    trainer.load(os.path.join(args.run_dir, name), optimizer=False)
     return config, trainer, test
 
 
@@ -79,18 +86,22 @@ def evaluate_command(args):
     """``gluon-bbb evaluate``: the test errors of a run folder's best epoch on validation."""
     config = runfolder.read_run_config(args.run_dir)
     errors = protocol.evaluate_run(args.run_dir, mc_samples=args.num_samples,
-                                    data_dir=args.data_dir, ctx=args.ctx)
-    print(f"{args.run_dir} ({config['reproduce']}, best epoch {errors['best_epoch']} on "
-          f"validation, {errors['num_test']} test examples)")
+                                    data_dir=args.data_dir, ctx=args.ctx, network=args.network)
+    which = "best epoch" if args.network == "best" else "last epoch"
+    print(f"{args.run_dir} ({config['reproduce']}, {which} {errors['epoch']}"
+          f"{' on validation' if args.network == 'best' else ''}, {errors['num_test']} test "
+          "examples)")
     print(errors_line(errors))
     return 0
 
 
 def prune_command(args):
     """``gluon-bbb prune``: prints the pruning table and writes pruning.json and pruning.md."""
-    _, trainer, test = load_run(args)
+    _, trainer, test = load_run(args, network=args.network)
     table = pruning.pruning_table(trainer, test, fractions=args.fractions, methods=args.methods)
-    write_json(os.path.join(args.run_dir, PRUNING_JSON), {
+    suffix = "" if args.network == "best" else "-last"
+    json_name, md_name = (name.replace(".", f"{suffix}.", 1) for name in (PRUNING_JSON, PRUNING_MD))
+    write_json(os.path.join(args.run_dir, json_name), {
         "epoch": trainer.epoch,
         "num_test_examples": test.num_examples,
         "rows": list(table),
@@ -98,7 +109,7 @@ def prune_command(args):
     heading = (f"Posterior-mean test error of {args.run_dir} (epoch {trainer.epoch}, "
                f"{test.num_examples} test examples) with weights removed; biases are kept.")
     text = f"{heading}\n\n{table.to_markdown()}\n"
-    atomic_write_bytes(os.path.join(args.run_dir, PRUNING_MD), text.encode("utf-8"))
+    atomic_write_bytes(os.path.join(args.run_dir, md_name), text.encode("utf-8"))
     print(text, end="")
     return 0
 

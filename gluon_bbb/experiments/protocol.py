@@ -64,7 +64,7 @@ from .runfolder import (CONFIG, FILES, RESULT, append_session, best_of, check_ru
                         renamed_record)
 from .runners import loaders_for, make_runner
 
-__all__ = ["MC_SAMPLES", "run", "evaluate_run", "report", "results_table", "recorded_result",
+__all__ = ["MC_SAMPLES", "NETWORKS", "run", "evaluate_run", "report", "results_table", "recorded_result",
            "recorded_history", "seeds_table"]
 
 logger = logging.getLogger(__name__)
@@ -187,32 +187,56 @@ def _run_locked(config, epochs, output_dir, data_dir, ctx, mc_samples, progress,
         append_session(output_dir, session)
 
 
-def evaluate_run(run_dir, mc_samples=MC_SAMPLES, data_dir=None, ctx=None):
-    """Errors of the best epoch on validation of a reproduce run folder; writes nothing.
+#: The networks of a run folder that can be evaluated: the best epoch on validation (the
+#: protocol's) or the last completed epoch (the end of training, Table 2's network in the paper).
+NETWORKS = ("best", "last")
+
+
+def evaluate_run(run_dir, mc_samples=MC_SAMPLES, data_dir=None, ctx=None, network="best"):
+    """Errors of a run folder's best epoch on validation (or of its last epoch); writes
+    nothing.
 
     The same numbers come out every time: MXNet's and NumPy's generators are seeded from the
     configuration and the weight noise is restored from the checkpoint.
 
+    Parameters
+    ----------
+    run_dir : str
+    mc_samples : int, weight samples of the Monte Carlo test error
+    data_dir, ctx : optional
+    network : {'best', 'last'}
+        ``best.bbb`` (the best epoch on validation) or ``checkpoint.bbb`` (the last epoch).
+
     Returns
     -------
     dict
-        'best_epoch', 'validation_error' (re-measured), 'test_error_mean', 'test_error_mc'
-        (None for a deterministic baseline), 'mc_samples', 'num_train', 'num_validation',
-        'num_test', 'num_weights', 'fused' (of the evaluating trainer; None for a baseline).
+        'network', 'epoch' (the one evaluated), 'best_epoch' (with network='best'),
+        'validation_error' (re-measured), 'test_error_mean', 'test_error_mc' (None for a
+        deterministic baseline), 'mc_samples', 'num_train', 'num_validation', 'num_test',
+        'num_weights', 'fused' (of the evaluating trainer; None for a baseline).
     """
+    if network not in NETWORKS:
+        raise ValueError(f"network must be one of {NETWORKS}, got {network!r}")
     config = read_run_config(run_dir)
     ctx = resolve_context(ctx)
     files = FILES[run_kind(config)]
-    if not os.path.isfile(os.path.join(run_dir, files["best"])):
-        raise FileNotFoundError(f"{os.path.join(run_dir, files['best'])} not found: {run_dir} "
-                                "has no completed epoch yet")
+    path = os.path.join(run_dir, files["best" if network == "best" else "checkpoint"])
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path} not found: {run_dir} has no completed epoch yet"
+                                + ("" if network == "best" else " or was committed without it"))
     loaders = loaders_for(config, data_dir or config.get("data_dir"), ctx)
     runner = make_runner(config, ctx)
-    best_epoch = runner.load_best(run_dir)
+    if network == "best":
+        epoch = runner.load_best(run_dir)
+    else:
+        runner.load(path)
+        epoch = runner.epoch
     mean = runner.evaluate(loaders["test"], num_samples=0)
     mc = runner.evaluate(loaders["test"], num_samples=mc_samples) if runner.kind == "bbb" else None
     return {
-        "best_epoch": best_epoch,
+        "network": network,
+        "epoch": epoch,
+        **({"best_epoch": epoch} if network == "best" else {}),
         "validation_error": runner.evaluate(loaders["validation"], num_samples=0),
         "test_error_mean": mean,
         "test_error_mc": mc,
