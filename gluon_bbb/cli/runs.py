@@ -4,14 +4,10 @@ import argparse
 import logging
 import os
 
-import mxnet as mx
-import numpy as np
-
 from .. import data, plots, pruning
 from ..checkpoint import atomic_write_bytes, read_json, write_json
 from ..context import resolve_context
 from ..experiments import protocol, runfolder
-from ..experiments.runners import make_bbb_trainer
 from .common import (FIGURES, MC_SAMPLES, PROG, PRUNING_JSON, PRUNING_MD, add_common,
                      errors_line, fraction, number)
 
@@ -68,17 +64,13 @@ def load_run(args, with_test_data=True, network="best"):
         raise ValueError(f"{args.run_dir} holds the deterministic baseline "
                          f"{config['reproduce']}: only '{PROG} evaluate' applies to it")
     ctx = resolve_context(args.ctx)
-    mx.random.seed(config["seed"])
-    np.random.seed(config["seed"])
     test = None
     if with_test_data:
         test = data.get_loaders(config["dataset"], batch_size=config["batch_size"],
                                 data_dir=args.data_dir or config["data_dir"],
                                 preprocessing=config["preprocessing"],
                                 subset=config["subset"], ctx=ctx)["test"]
-    trainer = make_bbb_trainer(config, ctx)
-    name = runfolder.FILES["bbb"]["best" if network == "best" else "checkpoint"]
-    trainer.load(os.path.join(args.run_dir, name), optimizer=False)
+    _, trainer = protocol.load_network(args.run_dir, network=network, ctx=ctx)
     return config, trainer, test
 
 

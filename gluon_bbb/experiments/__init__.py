@@ -31,17 +31,16 @@ from . import (bandit_run, bandit_settings, configs, protocol, runfolder, runner
 from .configs import (CONFIGS, CUSTOM, DESCRIPTIONS, EXTRA_KEYS, PAPER_GRID, PAPER_TEST_ERROR,
                       SEARCH_KEYS, custom_config, describe, get_config, learning_rate_schedule,
                       parse_setting)
-from .protocol import evaluate_run, report, results_table, run
+from .protocol import evaluate_run, load_network, report, results_table, run
 from .runfolder import read_result
 from .runners import make_runner
 from .spaces import grid_settings, sample_settings, search_space
 
 __all__ = ["bandit_run", "bandit_settings", "configs", "protocol", "runfolder", "runners", "search",
            "search_report", "spaces", "uncertainty_eval", "CONFIGS", "CUSTOM", "DESCRIPTIONS",
-           "EXTRA_KEYS", "PAPER_GRID",
-           "PAPER_TEST_ERROR", "SEARCH_KEYS", "custom_config", "describe", "get_config",
-           "learning_rate_schedule", "parse_setting", "make_runner", "evaluate_run", "report",
-           "results_table", "run", "read_result", "grid_settings", "sample_settings",
+           "EXTRA_KEYS", "PAPER_GRID", "PAPER_TEST_ERROR", "SEARCH_KEYS", "custom_config",
+           "describe", "get_config", "learning_rate_schedule", "parse_setting", "make_runner",
+           "evaluate_run", "load_network", "report", "results_table", "run", "read_result", "grid_settings", "sample_settings",
            "search_space", "report_search"]
 
 

@@ -64,7 +64,7 @@ from .runfolder import (CONFIG, FILES, RESULT, append_session, best_of, check_ru
                         renamed_record)
 from .runners import loaders_for, make_runner
 
-__all__ = ["MC_SAMPLES", "NETWORKS", "run", "evaluate_run", "report", "results_table", "recorded_result",
+__all__ = ["MC_SAMPLES", "NETWORKS", "run", "load_network", "evaluate_run", "report", "results_table", "recorded_result",
            "recorded_history", "seeds_table"]
 
 logger = logging.getLogger(__name__)
@@ -192,6 +192,42 @@ def _run_locked(config, epochs, output_dir, data_dir, ctx, mc_samples, progress,
 NETWORKS = ("best", "last")
 
 
+def _loaded_runner(run_dir, network, ctx):
+    """(config, runner holding the folder's best or last epoch, that epoch)."""
+    if network not in NETWORKS:
+        raise ValueError(f"network must be one of {NETWORKS}, got {network!r}")
+    config = read_run_config(run_dir)
+    files = FILES[run_kind(config)]
+    path = os.path.join(run_dir, files["best" if network == "best" else "checkpoint"])
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path} not found: {run_dir} has no completed epoch yet"
+                                + ("" if network == "best" else " or was committed without it"))
+    runner = make_runner(config, resolve_context(ctx))
+    if network == "best":
+        return config, runner, runner.load_best(run_dir)
+    runner.load(path)
+    return config, runner, runner.epoch
+
+
+def load_network(run_dir, network="best", ctx=None):
+    """The trained network of a run folder, ready to predict, evaluate or prune.
+
+    Parameters
+    ----------
+    run_dir : str, a folder of ``train``, ``reproduce`` or a search trial
+    network : {'best', 'last'}, the best epoch on validation or the last epoch
+    ctx : mx.Context or str, optional
+
+    Returns
+    -------
+    (dict, BBBTrainer or gluon.Block)
+        The configuration, and a :class:`~gluon_bbb.BBBTrainer` holding the posterior of a
+        Bayes-by-Backprop run or the network of a baseline (SGD, dropout).
+    """
+    config, runner, _ = _loaded_runner(run_dir, network, ctx)
+    return config, runner.trainer if runner.kind == "bbb" else runner.net
+
+
 def evaluate_run(run_dir, mc_samples=MC_SAMPLES, data_dir=None, ctx=None, network="best"):
     """Errors of a run folder's best epoch on validation (or of its last epoch); writes
     nothing.
@@ -215,22 +251,9 @@ def evaluate_run(run_dir, mc_samples=MC_SAMPLES, data_dir=None, ctx=None, networ
         deterministic baseline), 'mc_samples', 'num_train', 'num_validation', 'num_test',
         'num_weights', 'fused' (of the evaluating trainer; None for a baseline).
     """
-    if network not in NETWORKS:
-        raise ValueError(f"network must be one of {NETWORKS}, got {network!r}")
-    config = read_run_config(run_dir)
-    ctx = resolve_context(ctx)
-    files = FILES[run_kind(config)]
-    path = os.path.join(run_dir, files["best" if network == "best" else "checkpoint"])
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"{path} not found: {run_dir} has no completed epoch yet"
-                                + ("" if network == "best" else " or was committed without it"))
-    loaders = loaders_for(config, data_dir or config.get("data_dir"), ctx)
-    runner = make_runner(config, ctx)
-    if network == "best":
-        epoch = runner.load_best(run_dir)
-    else:
-        runner.load(path)
-        epoch = runner.epoch
+    config, ctx = read_run_config(run_dir), resolve_context(ctx)
+    loaders = loaders_for(config, data_dir or config.get("data_dir"), ctx)  # before the seeding
+    config, runner, epoch = _loaded_runner(run_dir, network, ctx)
     mean = runner.evaluate(loaders["test"], num_samples=0)
     mc = runner.evaluate(loaders["test"], num_samples=mc_samples) if runner.kind == "bbb" else None
     return {
