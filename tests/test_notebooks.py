@@ -58,3 +58,28 @@ def test_runs_in_smoke_mode(path, tmp_path, monkeypatch):
         notebook, timeout=SMOKE_TIMEOUT_S, kernel_name="python3",
         resources={"metadata": {"path": str(tmp_path)}})
     client.execute()  # raises CellExecutionError, naming the failing cell, on any error
+
+
+#: Notebooks with a switch to the networks committed under results/ (USE_COMMITTED).
+COMMITTED_NOTEBOOKS = [NOTEBOOK_DIR / "04_weight_densities.ipynb",
+                       NOTEBOOK_DIR / "05_snr_pruning.ipynb"]
+RESULTS_DIR = NOTEBOOK_DIR.parent / "results"
+
+
+@pytest.mark.parametrize("path", COMMITTED_NOTEBOOKS, ids=_ids(COMMITTED_NOTEBOOKS))
+def test_runs_on_the_committed_networks(path, tmp_path, monkeypatch):
+    """The switch loads the committed 2x1200 networks (smoke mode: a subset of the test set)."""
+    from synthetic import require_mnist
+    require_mnist()
+    monkeypatch.setenv("GLUON_BBB_SMOKE", "1")
+    monkeypatch.setenv("GLUON_BBB_USE_COMMITTED", "1")
+    monkeypatch.setenv("GLUON_BBB_RESULTS", str(RESULTS_DIR))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    notebook = nbformat.read(str(path), as_version=4)
+    client = nbclient.NotebookClient(
+        notebook, timeout=SMOKE_TIMEOUT_S, kernel_name="python3",
+        resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()
+    printed = "".join(output.get("text", "") for cell in notebook.cells
+                      for output in cell.get("outputs", []))
+    assert "[1200, 1200] units" in printed  # the committed networks, not small ones trained here
