@@ -1,4 +1,5 @@
-"""Saving and restoring a :class:`~gluon_bbb.BBBTrainer`: what its checkpoint holds.
+"""Saving and restoring a :class:`~gluon_bbb.BBBTrainer` (what its checkpoint holds), and an
+ordinary network with its ``gluon.Trainer`` (:func:`save_plain_network`).
 
 The file format, and every check made while reading it, is :mod:`gluon_bbb.checkpoint`'s;
 the optimizer state is :mod:`gluon_bbb.optimizer_state`'s. A checkpoint holds:
@@ -17,12 +18,14 @@ import mxnet as mx
 from mxnet import nd
 
 from . import optimizer_state
+from ._mxcompat import structural_parameters
 from .checkpoint import (CheckpointError, checked_field, read_checkpoint, read_metadata,
                          write_checkpoint)
 from .posterior import GaussianNoise, trainable_parameters
 from .priors import prior_from_config
 
-__all__ = ["save_trainer", "load_trainer", "checkpoint_arrays"]
+__all__ = ["save_trainer", "load_trainer", "checkpoint_arrays", "save_plain_network",
+           "load_plain_network"]
 
 logger = logging.getLogger(__name__)
 
@@ -154,3 +157,46 @@ def _restore_optimizer(trainer, path, stored):
     elif stored.metadata.get("epoch"):
         logger.warning("%s holds no optimizer state (a slimmed checkpoint?); the optimizer "
                        "starts afresh", path)
+
+
+def save_plain_network(path, net, trainer, metadata):
+    """Atomically write an ordinary network (its parameters under the names
+    ``save_parameters`` uses) and the optimizer state of its ``gluon.Trainer``, with
+    ``metadata`` (JSON), to a checkpoint file.
+
+    Parameters
+    ----------
+    path : str
+    net : gluon.Block, initialised
+    trainer : gluon.Trainer over ``net``'s parameters
+    metadata : dict, JSON
+    """
+    arrays = {name: param.data() for name, param in structural_parameters(net).items()}
+    write_checkpoint(path, arrays, metadata, optimizer_state.capture(trainer))
+
+
+def load_plain_network(path, net, trainer, check_metadata=None, require_optimizer=False):
+    """Restore a checkpoint of :func:`save_plain_network` into ``net`` and ``trainer``.
+
+    Everything is read and checked before either changes: the arrays must be exactly the
+    network's (names and shapes), ``check_metadata(metadata)`` may raise a
+    :class:`~gluon_bbb.checkpoint.CheckpointError`, and the optimizer state must fit the
+    trainer. A file without optimizer state leaves the optimizer as it is, unless
+    ``require_optimizer``.
+
+    Returns
+    -------
+    dict, the checkpoint's metadata.
+    """
+    params = structural_parameters(net)
+    stored = read_checkpoint(path, expected={name: p.shape for name, p in params.items()},
+                             with_optimizer=True)
+    if check_metadata is not None:
+        check_metadata(stored.metadata)
+    if stored.optimizer is None and require_optimizer:
+        raise CheckpointError(f"{path} holds no optimizer state")
+    if stored.optimizer is not None:
+        optimizer_state.restore(trainer, *stored.optimizer, source=path)  # checks first
+    for name, param in params.items():
+        param.set_data(nd.array(stored.arrays[name], ctx=param.list_ctx()[0], dtype=param.dtype))
+    return stored.metadata

@@ -23,14 +23,13 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon, nd
 
-from .. import optimizer_state, weighting
+from .. import weighting
 from .._checks import check_int, check_positive
-from ..checkpoint import CheckpointError, read_checkpoint, write_checkpoint
 from ..context import resolve_context
 from ..fused_optimizers import adam as fused_adam, sgd as fused_sgd
 from ..loss import BBBLoss
 from ..models import mlp
-from ..paramfile import structural_parameters
+from ..persistence import load_plain_network, save_plain_network
 from ..posterior import assign_arrays
 from ..priors import Prior, ScaleMixturePrior
 from ..trainer import BBBTrainer
@@ -443,20 +442,10 @@ class EpsilonGreedyAgent(_NetworkAgent):
         self.trainer.step(1)
 
     def save(self, path, extra=None):
-        arrays = {name: param.data() for name, param in structural_parameters(self.net).items()}
-        write_checkpoint(path, arrays, {"kind": "bandit-greedy", "extra": extra},
-                         optimizer_state.capture(self.trainer))
+        save_plain_network(path, self.net, self.trainer, {"kind": "bandit-greedy", "extra": extra})
 
     def load(self, path):
-        params = structural_parameters(self.net)
-        stored = read_checkpoint(path, expected={name: p.shape for name, p in params.items()},
-                                 with_optimizer=True)
-        if stored.optimizer is None:
-            raise CheckpointError(f"{path} holds no optimizer state: not a bandit agent's checkpoint")
-        optimizer_state.restore(self.trainer, *stored.optimizer, source=path)  # checks first
-        for name, param in params.items():
-            param.set_data(nd.array(stored.arrays[name], ctx=self.ctx, dtype=param.dtype))
-        return stored.metadata.get("extra")
+        return load_plain_network(path, self.net, self.trainer, require_optimizer=True).get("extra")
 
 
 class _SquaredErrorCost(gluon.HybridBlock):

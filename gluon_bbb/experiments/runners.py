@@ -10,11 +10,11 @@ import mxnet as mx
 import numpy as np
 from mxnet import gluon, nd
 
-from .. import data, models, optimizer_state
+from .. import data, models
 from ..baselines import classification_cost, evaluate_deterministic, run_epochs
-from ..checkpoint import (CheckpointError, checked_field, read_checkpoint,
-                          write_checkpoint)
+from ..checkpoint import CheckpointError, checked_field
 from ..paramfile import load_parameter_file, save_parameter_file, structural_parameters
+from ..persistence import load_plain_network, save_plain_network
 from ..loss import BBBLoss
 from ..trainer import BBBTrainer
 from .configs import INPUT_SIZE, learning_rate_schedule, make_prior, run_kind
@@ -168,30 +168,26 @@ class _DeterministicRun:
         return structural_parameters(self.net)  # the names save_parameters writes
 
     def save(self, path):
-        arrays = {name: param.data() for name, param in self._params().items()}
         metadata = {"kind": "deterministic", "epoch": self.epoch, "history": self.history,
                     "best": self.best, "seed": self.seed,
-                    "shapes": {name: list(a.shape) for name, a in arrays.items()}}
-        write_checkpoint(path, arrays, metadata, optimizer_state.capture(self.trainer))
+                    "shapes": {name: list(p.shape) for name, p in self._params().items()}}
+        save_plain_network(path, self.net, self.trainer, metadata)
 
     def load(self, path):
-        expected = {name: param.shape for name, param in self._params().items()}
-        stored = read_checkpoint(path, expected=expected, with_optimizer=True)
-        metadata = stored.metadata
-        if metadata.get("kind") != "deterministic":
-            raise CheckpointError(f"{path} is not a checkpoint of a deterministic baseline")
-        epoch = checked_field(metadata, "epoch", int, path)
-        history = checked_field(metadata, "history", list, path)
-        checked_field(metadata, "seed", int, path)
-        best = checked_field(metadata, "best", dict, path) if epoch else metadata.get("best")
-        if epoch < 0 or len(history) != epoch or not all(is_record(r) for r in history) or (
-                epoch and not is_best(best)):
-            raise CheckpointError(f"{path}: its epoch, history or best epoch is malformed")
-        if stored.optimizer is not None:
-            optimizer_state.restore(self.trainer, *stored.optimizer, source=path)
-        for name, param in self._params().items():
-            param.set_data(nd.array(stored.arrays[name], ctx=self.ctx, dtype=stored.arrays[name].dtype))
-        self.epoch, self.history, self.best = epoch, list(history), best
+        def check(metadata):
+            if metadata.get("kind") != "deterministic":
+                raise CheckpointError(f"{path} is not a checkpoint of a deterministic baseline")
+            epoch = checked_field(metadata, "epoch", int, path)
+            history = checked_field(metadata, "history", list, path)
+            checked_field(metadata, "seed", int, path)
+            best = checked_field(metadata, "best", dict, path) if epoch else metadata.get("best")
+            if epoch < 0 or len(history) != epoch or not all(is_record(r) for r in history) or (
+                    epoch and not is_best(best)):
+                raise CheckpointError(f"{path}: its epoch, history or best epoch is malformed")
+
+        metadata = load_plain_network(path, self.net, self.trainer, check_metadata=check)
+        self.epoch, self.history = metadata["epoch"], list(metadata["history"])
+        self.best = metadata.get("best")
 
     def load_best(self, run_dir):
         """Load ``best.params``; returns its epoch, from the per-epoch checkpoint or, in a
