@@ -291,7 +291,7 @@ def error_curves(histories, key="validation_error", reference=None, span=1.0, ax
 
 
 def posterior_widths(histories, ax=None):
-    """The median sigma (log scale) and the share of weights with |mu| / sigma < 1 against
+    """The median sigma (log scale) and the share of weights with abs(mu) / sigma < 1 against
     epoch, from each record's 'posterior' (:meth:`gluon_bbb.VariationalPosterior.width_summary`);
     runs without it are left out. ``ax``: a pair of Axes, optional. Returns the Figure."""
     def widths(record):

@@ -13,3 +13,34 @@ def fake_mnist(tmp_path_factory):
     folder = tmp_path_factory.mktemp("fake-mnist")
     write_dataset(folder, n_train=10100, n_test=100, gz=False, seed=0)
     return folder
+
+
+#: Test tiers (markers declared in pytest.ini). ``pytest`` runs every tier, as CI does; the quick
+#: loop for development leaves the slow ones out (README, "Tests"):
+#: ``pytest -m "not (slow or notebooks or book or postgres)"``.
+MODULE_TIERS = {
+    "test_notebooks.py": ("notebooks",),
+    "test_book.py": ("book", "real_data"),
+    "test_results.py": ("real_data",),
+    "test_crash.py": ("slow",),
+    "test_long_run.py": ("slow",),
+    "test_fuzz_readers.py": ("slow",),
+}
+#: Single tests of tens of seconds: statistical checks with many samples, real worker processes.
+SLOW_TESTS = ("test_fused_path_agrees_with_the_pure_path_in_expectation",
+              "test_expected_gradient_equals_weight_sampling", "test_the_statistic_finds_a_wrong_estimator",
+              "test_a_killed_workers_trial_is_retried_and_resumes_its_folder",
+              "test_two_workers_share_one_sqlite_study_and_run_each_grid_point_once")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for tier in MODULE_TIERS.get(item.path.name, ()):
+            item.add_marker(tier)
+        if item.originalname in SLOW_TESTS:
+            item.add_marker("slow")
+        if "postgres" in getattr(item, "fixturenames", ()):
+            item.add_marker("postgres")
+        if any(mark.name == "skipif" and "mnist/" in str(mark.kwargs.get("reason", ""))
+               for mark in item.iter_markers()):
+            item.add_marker("real_data")
