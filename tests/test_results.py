@@ -18,7 +18,8 @@ HEADLINE_RUNS = ["bbb-mixture-400-ls8-kl0.3-s2", "bbb-mixture-400-ls8", "bbb-mix
                  "bbb-gaussian-400", "fashion-bbb-mixture-400-kl0.1", "bbb-mixture-lenet",
                  "fashion-bbb-mixture-lenet", "bbb-mixture-lenet-kl0.1",
                  "searched-mixture-400-seed1", "searched-mixture-1200-seed0",
-                 "searched-mixture-1200-seed1", "searched-gaussian-1200-seed1"]
+                 "searched-mixture-1200-seed1", "searched-gaussian-1200-seed1",
+                 "paper-600/bbb-mixture-400-paper-s1"]
 
 
 def _data_or_skip(dataset="mnist"):
@@ -37,7 +38,7 @@ BASELINE_RUNS = ["sgd-400", "dropout-400", "sgd-lenet", "dropout-lenet", "fashio
 def test_committed_checkpoints_are_in_the_current_format_without_optimizer_state():
     """Slimmed by scripts/slim_checkpoints.py: nothing committed holds a pickle or optimizer
     state."""
-    checkpoints = sorted(RESULTS.glob("*/*.bbb"))
+    checkpoints = sorted(RESULTS.glob("**/*.bbb"))
     assert len(checkpoints) >= len(HEADLINE_RUNS)
     for path in checkpoints:
         assert read_metadata(path)["format"] == 2, path
@@ -124,3 +125,25 @@ def test_a_committed_2x1200_network_is_the_recorded_seed(name):
     for key in ("config", "hyperparameters", "history", "best_epoch", "validation_error",
                 "test_error_mean", "test_error_mc"):
         assert committed[key] == recorded[key], key
+
+
+#: Issue 34: the runs of the paper's long protocol (600 epochs of plain SGD), one record each.
+PAPER_RECORDS = RESULTS / "paper-600"
+
+
+def test_the_long_protocol_table_and_curves_are_drawn_from_the_committed_records(tmp_path, capsys):
+    folders = sorted(PAPER_RECORDS.iterdir())
+    results = [json.loads((folder / "result.json").read_text()) for folder in folders]
+    curves, widths = tmp_path / "curves.png", tmp_path / "widths.png"
+    # the widths are recorded from the 2x1200 run on (the 2x400 runs started before)
+    has_widths = any("posterior" in record for r in results for record in r["history"])
+    assert main(["reproduce-report", "--recorded", *map(str, folders), "--curves", str(curves)]
+                + (["--widths", str(widths)] if has_widths else [])) == 0
+    rows = [row for row in capsys.readouterr().out.splitlines()[2:] if row.startswith("| ")]
+    configs = {json.loads((folder / "result.json").read_text())["config"] for folder in folders}
+    assert {row.split(" | ")[0].lstrip("| ") for row in rows} == configs
+    for result in results:
+        assert result["epochs_run"] == 600 and len(result["history"]) == 600
+        assert result["hyperparameters"]["lr_steps"] == [300]
+    assert curves.stat().st_size > 10_000
+    assert not has_widths or widths.stat().st_size > 10_000
