@@ -19,7 +19,7 @@ HEADLINE_RUNS = ["bbb-mixture-400-ls8-kl0.3-s2", "bbb-mixture-400-ls8", "bbb-mix
                  "fashion-bbb-mixture-lenet", "bbb-mixture-lenet-kl0.1",
                  "searched-mixture-400-seed1", "searched-mixture-1200-seed0",
                  "searched-mixture-1200-seed1", "searched-gaussian-1200-seed1",
-                 "paper-600/bbb-mixture-400-paper-s1"]
+                 "paper-600/bbb-mixture-400-paper-s1", "paper-600/bbb-mixture-1200-paper-s0"]
 
 
 def _data_or_skip(dataset="mnist"):
@@ -77,7 +77,7 @@ def test_committed_checkpoint_reproduces_its_recorded_test_error(name):
 #: network), or None where the targets were missed (issue 20: the 2x1200 network's are recorded
 #: in docs/results.md).
 PRUNING_TARGETS = {"bbb-mixture-400-s2": (0.0010, 0.0030), "searched-mixture-1200-seed0": None,
-                   "searched-mixture-1200-seed1": None}
+                   "searched-mixture-1200-seed1": None, "paper-600/bbb-mixture-1200-paper-s0": None}
 
 
 @pytest.mark.parametrize("name", PRUNING_TARGETS)
@@ -92,6 +92,10 @@ def test_committed_pruning_table_reproduces(tmp_path, name):
     measured = json.loads((run_dir / "pruning.json").read_text())
     assert measured["epoch"] == recorded["epoch"]
     assert measured["rows"] == recorded["rows"]
+    if (run_dir / "pruning-last.json").is_file():  # the network at the end of training too
+        last = json.loads((run_dir / "pruning-last.json").read_text())
+        assert main(["prune", str(run_dir), "--network", "last"]) == 0
+        assert json.loads((run_dir / "pruning-last.json").read_text()) == last
     by_row = {(row["method"], row["fraction"]): row["test_error"] for row in measured["rows"]}
     assert sorted(fraction for method, fraction in by_row if method == "snr") == [
         0.0, 0.5, 0.75, 0.95, 0.98]
