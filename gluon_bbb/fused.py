@@ -1,14 +1,14 @@
 """The fused variational step: a C++ MXNet operator, built on first use, with a visible fallback.
 
 One call of the operator ``gluon_bbb_variational`` does, for every weight tensor at once,
-what the pure-MXNet path does in dozens of operators: draw eps ~ N(0, 1) from MXNet's seeded
-random states, sigma = softplus(rho), w = mu + sigma * eps (section 3.2, step 2), and the
+what the pure-MXNet path does in dozens of operators: draw eps ~ N(0, 1) (counter-based,
+keyed from MXNet's seeded generator), sigma = softplus(rho), w = mu + sigma * eps (section 3.2, step 2), and the
 complexity sum_j [log q(w_j | theta) - log P(w_j)] of Eq. (8); its backward pass gives the
 gradients with respect to mu and rho. Helpers share the library: ``gluon_bbb_finite_guard``
 (:func:`finite_guard`, the skip of a non-finite step in one pass), ``gluon_bbb_adam`` and
 ``gluon_bbb_sgd`` (MXNet's Adam and SGD rules over all tensors in one pass, used by
 :mod:`gluon_bbb.fused_optimizers`) and ``gluon_bbb_normal``
-(:func:`normal_sample`, mean + std * eps from the same random streams, for the local
+(:func:`normal_sample`, mean + std * eps with the same noise, for the local
 reparameterisation of :meth:`gluon_bbb.BBBTrainer.predict_proba`). The source is
 ``gluon_bbb/_ext/variational_op.cc``.
 
@@ -223,8 +223,13 @@ def prior_attributes(prior):
     raise TypeError(f"the fused operator supports GaussianPrior and ScaleMixturePrior, got {prior!r}")
 
 
-def variational_sample(mus, rhos, prior, epsilons=None):
+def variational_sample(mus, rhos, prior, epsilons=None, key=None):
     """w = mu + softplus(rho) * eps and the complexity of Eq. (8), in one fused operator.
+
+    **Noise.** eps is counter-based: value j of tensor k is a fixed function of (key, k, j)
+    (Philox4x32-10 and Box-Muller; see the operator's source), so it does not depend on the
+    number of threads. Each call takes a fresh 64-bit key from MXNet's seeded CPU generator,
+    so ``mx.random.seed`` reproduces every later call.
 
     Parameters
     ----------
@@ -232,6 +237,9 @@ def variational_sample(mus, rhos, prior, epsilons=None):
     prior : GaussianPrior or ScaleMixturePrior
     epsilons : list of K NDArrays, optional
         Use this noise instead of drawing it (for tests and cross-checks).
+    key : int in [0, 2^64), optional
+        Draw eps under this key instead of one from MXNet's generator (which is then left
+        untouched): the same key gives the same eps.
 
     Returns
     -------
@@ -248,7 +256,8 @@ def variational_sample(mus, rhos, prior, epsilons=None):
             raise ValueError(f"need one eps per mu, got {len(epsilons)} eps and {len(mus)} mu")
         inputs += list(epsilons)
     outputs = getattr(nd, OP_NAME)(*inputs, num_tensors=len(mus),
-                                   eps_given=int(epsilons is not None), **prior_attributes(prior))
+                                   eps_given=int(epsilons is not None), **prior_attributes(prior),
+                                   **_key_attribute(key))
     k = len(mus)
     return list(outputs[:k]), outputs[k], list(outputs[k + 1:])
 
@@ -350,13 +359,12 @@ def fused_path(ctx, dtype, params, requested=None, learnable_prior=False):
     return False, reason
 
 
-def normal_sample(mean, std=None, variance=None):
+def normal_sample(mean, std=None, variance=None, key=None):
     """out = mean + std * eps with eps ~ N(0, 1), elementwise, in one fused operator.
 
-    The noise comes from MXNet's seeded CPU random states in the chunked scheme of
-    :func:`variational_sample` (chunk k of 8192 values uses state k mod 1024), so
-    ``mx.random.seed`` reproduces it whatever the number of threads; the float32 path uses the
-    same vectorised Box-Muller transform. It is the sampling step of the local
+    The noise is drawn as in :func:`variational_sample` (counter-based, keyed from MXNet's
+    seeded CPU generator at each call, or by ``key``), so ``mx.random.seed`` reproduces it
+    whatever the number of threads. It is the sampling step of the local
     reparameterisation trick (Kingma, Salimans & Welling 2015, "Variational Dropout and the
     Local Reparameterization Trick"): the pre-activations of a Dense layer are Gaussian under
     q(w | theta) and can be drawn directly from their mean and variance. No gradient.
@@ -368,6 +376,8 @@ def normal_sample(mean, std=None, variance=None):
     variance : NDArray, the shape and dtype of ``mean``, >= 0
         Give exactly one of ``std`` and ``variance``; with ``variance`` the square root is
         taken inside the operator (a negative variance gives NaN).
+    key : int in [0, 2^64), optional
+        As in :func:`variational_sample`.
 
     Returns
     -------
@@ -379,4 +389,13 @@ def normal_sample(mean, std=None, variance=None):
     scale, scale_is = (std, "std") if variance is None else (variance, "variance")
     if tuple(scale.shape) != tuple(mean.shape):
         raise ValueError(f"{scale_is} has shape {tuple(scale.shape)}, the mean {tuple(mean.shape)}")
-    return getattr(nd, NORMAL_OP_NAME)(mean, scale, scale_is=scale_is)
+    return getattr(nd, NORMAL_OP_NAME)(mean, scale, scale_is=scale_is, **_key_attribute(key))
+
+
+def _key_attribute(key):
+    """The operators' attribute ``key`` for an explicit key, or none for a drawn one."""
+    if key is None:
+        return {}
+    if isinstance(key, bool) or not isinstance(key, (int, np.integer)) or not 0 <= key < 2**64:
+        raise ValueError(f"key must be an integer in [0, 2^64), got {key!r}")
+    return {"key": str(int(key))}

@@ -42,3 +42,45 @@ def mlp_forward(x, layers):
         if k < len(layers) - 1:
             h = np.maximum(h, 0.0)
     return h
+
+
+def philox4x32_10(counters, key):
+    """Philox4x32-10 (Salmon et al. 2011) in NumPy: counters (n, 4) uint32, key (k0, k1) ->
+    (n, 4) uint32."""
+    c = [np.asarray(counters, dtype=np.uint64)[:, i] for i in range(4)]
+    k0, k1 = np.uint64(key[0]), np.uint64(key[1])
+    mask = np.uint64(0xFFFFFFFF)
+    for _ in range(10):
+        p0 = np.uint64(0xD2511F53) * c[0]
+        p1 = np.uint64(0xCD9E8D57) * c[2]
+        c = [(p1 >> np.uint64(32)) ^ c[1] ^ k0, p1 & mask, (p0 >> np.uint64(32)) ^ c[3] ^ k1,
+             p0 & mask]
+        k0 = (k0 + np.uint64(0x9E3779B9)) & mask
+        k1 = (k1 + np.uint64(0xBB67AE85)) & mask
+    return np.stack(c, axis=1).astype(np.uint32)
+
+
+def counter_normals(key, tensor, n, dtype):
+    """The n standard normals of tensor number ``tensor`` under a 64-bit key, as the fused
+    operators draw them: Philox blocks (j // 4, tensor) for float32 with 24-bit uniforms
+    (two Box-Muller pairs per block), (j // 2, tensor) for float64 with 53-bit uniforms (one
+    pair per block). Box-Muller in float64 here; the float32 operator's angle is 2 pi u2 - pi/4
+    (it reduces the angle to [-pi/4, pi/4) around each quadrant's middle)."""
+    per_block = 4 if dtype == np.float32 else 2
+    blocks = np.arange(-(-n // per_block), dtype=np.uint64)
+    counters = np.stack([blocks & np.uint64(0xFFFFFFFF), blocks >> np.uint64(32),
+                         np.full_like(blocks, tensor), np.zeros_like(blocks)], axis=1)
+    words = philox4x32_10(counters, (key & 0xFFFFFFFF, key >> 32)).astype(np.uint64)
+    if per_block == 4:
+        u1 = ((words[:, 0::2] >> np.uint64(8)) + np.uint64(1)).astype(np.float64) * 2.0 ** -24
+        u2 = (words[:, 1::2] >> np.uint64(8)).astype(np.float64) * 2.0 ** -24
+    else:
+        def uniform53(a, b):
+            return ((a >> np.uint64(5)) << np.uint64(26) | (b >> np.uint64(6))).astype(
+                np.float64) * 2.0 ** -53
+        u1 = (1.0 - uniform53(words[:, 0], words[:, 1]))[:, None]
+        u2 = uniform53(words[:, 2], words[:, 3])[:, None]
+    radius = np.sqrt(-2.0 * np.log(u1.ravel()))
+    angle = 2.0 * np.pi * u2.ravel() - (np.pi / 4 if per_block == 4 else 0.0)
+    pairs = np.stack([radius * np.cos(angle), radius * np.sin(angle)], axis=1)
+    return pairs.ravel()[:n]

@@ -1,6 +1,8 @@
 """The fused C++ operators against independent computations.
 
-* the normals it draws: mean, variance and the Kolmogorov-Smirnov distance over 2 million;
+* the normals it draws: mean, variance and the Kolmogorov-Smirnov distance over 2 million, no
+  correlation between neighbours, chunks, tensors, calls and seeds, and under a given key the
+  values of an independent NumPy Philox4x32-10 (checked against Random123's known answers);
 * reproducible from ``mx.random.seed`` and independent of the number of threads;
 * values and gradients equal the pure-MXNet path (float32) and central finite differences
   (float64), hybridized and imperative;
@@ -102,6 +104,82 @@ def test_noise_does_not_depend_on_the_number_of_threads(tmp_path):
         subprocess.run([sys.executable, "-c", script, out], check=True, env=env, capture_output=True)
         results.append(np.load(out))
     np.testing.assert_array_equal(results[0], results[1])
+
+
+#: Random123's published known-answer vectors of Philox4x32-10: (counter, key, output).
+PHILOX_KNOWN_ANSWERS = [
+    ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
+    ((0xFFFFFFFF,) * 4, (0xFFFFFFFF,) * 2, (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
+    ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0),
+     (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1)),
+]
+
+
+@pytest.mark.parametrize("counter, key, expected", PHILOX_KNOWN_ANSWERS)
+def test_the_reference_generator_gives_the_published_known_answers(counter, key, expected):
+    assert tuple(int(x) for x in ref.philox4x32_10([counter], key)[0]) == expected
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_noise_under_a_key_is_the_independent_counter_based_reference(dtype):
+    """eps_j of tensor t is Philox4x32-10 of (j // 4 or j // 2, t) and Box-Muller: the NumPy
+    reference gives every value, across chunk boundaries (8192 values) and odd tails."""
+    key = 2**40 + 12345
+    shapes = [(3, 8193), (7,), (1,), (4096, 5)]
+    zeros = [nd.zeros(s, dtype=dtype) for s in shapes]
+    _, _, eps = fused.variational_sample(zeros, zeros, GaussianPrior(1.0), key=key)
+    tolerance = 2e-6 if dtype == "float32" else 1e-13  # float32: polynomial log, sin and cos
+    for tensor, values in enumerate(eps):
+        expected = ref.counter_normals(key, tensor, values.size, np.dtype(dtype))
+        np.testing.assert_allclose(values.asnumpy().ravel(), expected, rtol=0, atol=tolerance)
+    # The local sampler draws one tensor's worth the same way.
+    local = fused.normal_sample(zeros[0], zeros[0] + 1, key=key).asnumpy().ravel()
+    np.testing.assert_array_equal(local, eps[0].asnumpy().ravel())
+
+
+def test_a_given_key_repeats_and_leaves_the_seeded_generator_alone():
+    zeros = [nd.zeros((100, 100))]
+    mx.random.seed(3)
+    drawn = fused.variational_sample(zeros, zeros, GaussianPrior(1.0))[2][0].asnumpy()
+    mx.random.seed(3)
+    keyed = [fused.variational_sample(zeros, zeros, GaussianPrior(1.0), key=k)[2][0].asnumpy()
+             for k in (9, 9, 10)]
+    after = fused.variational_sample(zeros, zeros, GaussianPrior(1.0))[2][0].asnumpy()
+    np.testing.assert_array_equal(keyed[0], keyed[1])
+    assert np.mean(keyed[0] == keyed[2]) < 0.01
+    np.testing.assert_array_equal(after, drawn)  # the keyed calls drew nothing from the seed
+    for bad in (-1, 2**64, 1.5, True, "7"):
+        with pytest.raises(ValueError, match="key must be an integer"):
+            fused.variational_sample(zeros, zeros, GaussianPrior(1.0), key=bad)
+        with pytest.raises(ValueError, match="key must be an integer"):
+            fused.normal_sample(zeros[0], zeros[0], key=bad)
+
+
+def test_noise_is_uncorrelated_across_chunks_tensors_calls_and_seeds():
+    """Counter-based streams are independent by construction if the generator is good; check
+    the places where a bad counter layout would show: the same offset in neighbouring chunks,
+    the same index in two tensors of one call, two calls and two seeds."""
+    shape = (64, 8192)  # one chunk per row
+    zeros = [nd.zeros(shape), nd.zeros(shape)]
+    mx.random.seed(0)
+    first_call = [e.asnumpy().astype(np.float64) for e in
+                  fused.variational_sample(zeros, zeros, GaussianPrior(1.0))[2]]
+    second_call = fused.variational_sample(zeros, zeros, GaussianPrior(1.0))[2][0].asnumpy()
+    mx.random.seed(1)
+    other_seed = fused.variational_sample(zeros, zeros, GaussianPrior(1.0))[2][0].asnumpy()
+    a = first_call[0]
+    bound = 5 / math.sqrt(a.size)  # 5 standard errors of a correlation of independent values
+    pairs = {"neighbouring chunks": (a[:-1].ravel(), a[1:].ravel()),
+             "two tensors": (a.ravel(), first_call[1].ravel()),
+             "two calls": (a.ravel(), second_call.astype(np.float64).ravel()),
+             "two seeds": (a.ravel(), other_seed.astype(np.float64).ravel()),
+             "the two values of a Box-Muller pair": (a.ravel()[0::2], a.ravel()[1::2]),
+             "squares of neighbours": (a.ravel()[:-1] ** 2, a.ravel()[1:] ** 2)}
+    for name, (x, y) in pairs.items():
+        assert abs(np.corrcoef(x, y)[0, 1]) < bound, name
+    # Each chunk on its own is standard normal (no chunk starts a stream badly).
+    chunk_means = a.mean(axis=1)
+    assert np.all(np.abs(chunk_means) < 5 / math.sqrt(shape[1]))
 
 
 def _values_and_gradients(prior, dtype, path):
@@ -421,20 +499,20 @@ def test_normal_sample_has_the_given_mean_and_std(dtype, given):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_normal_sample_is_mean_plus_std_times_the_seeded_eps(dtype):
     rng = np.random.default_rng(2)
-    shape = (300, 70)  # 21,000 values: three chunks, three random states
+    shape = (300, 70)  # 21,000 values: three chunks
     mean = nd.array(rng.normal(scale=3.0, size=shape), dtype=dtype)
     std = nd.array(rng.uniform(0.0, 2.0, size=shape), dtype=dtype)
     zeros = nd.zeros(shape, dtype=dtype)
     mx.random.seed(4)
     eps = fused.normal_sample(zeros, zeros + 1).asnumpy().astype(np.float64)
-    mx.random.seed(4)  # the same streams as the fused weight sampler: the same eps
+    mx.random.seed(4)  # the same key and counters as the fused weight sampler: the same eps
     _, _, eps_weights = fused.variational_sample([zeros], [zeros], GaussianPrior(1.0))
     np.testing.assert_array_equal(eps, eps_weights[0].asnumpy().astype(np.float64))
     mx.random.seed(4)
     out = fused.normal_sample(mean, std).asnumpy().astype(np.float64)
     mx.random.seed(4)
     out_from_variance = fused.normal_sample(mean, variance=std * std).asnumpy().astype(np.float64)
-    different = fused.normal_sample(mean, std).asnumpy()  # the streams moved on
+    different = fused.normal_sample(mean, std).asnumpy()  # a new key
     mean64, std64 = mean.asnumpy().astype(np.float64), std.asnumpy().astype(np.float64)
     expected = mean64 + std64 * eps
     bound = 4 * np.finfo(dtype).eps * (np.abs(mean64) + np.abs(std64 * eps))  # a few roundings

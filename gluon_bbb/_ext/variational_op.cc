@@ -8,7 +8,7 @@
 //   inputs   mu_1..mu_K, rho_1..rho_K [, eps_1..eps_K when eps_given=1]
 //   outputs  w_1..w_K, complexity (shape (1,)), eps_1..eps_K
 //
-//   eps ~ N(0, 1)                     drawn here from MXNet's seeded CPU random states
+//   eps ~ N(0, 1)                     drawn here, counter-based, keyed from MXNet's seed
 //   sigma = softplus(rho) = log(1 + exp(rho))
 //   w = mu + sigma * eps              (paper, section 3.2, step 2)
 //   complexity = sum_j [log q(w_j | theta) - log P(w_j)]      (the bracket of Eq. 8)
@@ -17,10 +17,11 @@
 //
 // The backward pass gives d/dmu and d/drho of (the net's loss through w) + g * complexity.
 //
-// Determinism: the weights are cut into chunks of kChunk values; chunk k draws its normals
-// from random state k mod 1024, and chunks sharing a state run in order on one thread. The
-// chunks' partial sums are added in chunk order. So eps and the complexity depend only on
-// the seed, never on the number of threads.
+// Determinism: eps_j of tensor t is Philox4x32-10 of the counter (j / 4, t) under a 64-bit key
+// (see "normal noise"), with the key drawn from MXNet's seeded CPU random state 0 at each call
+// (or given as the attribute key). The weights are cut into chunks of kChunk values, drawn and
+// summed on any thread; the chunks' partial sums are added in chunk order. So eps and the
+// complexity depend only on the seed, never on the number of threads.
 //
 // float32 uses branch-free exp/log/sin/cos approximations (about 1-2 ulp) so the loops
 // vectorise without -ffast-math; float64 uses the C library.
@@ -99,8 +100,7 @@ class ErrorMessages {
 
 namespace {
 
-constexpr int64_t kChunk = 8192;           // values per random stream chunk (even)
-constexpr int kNumStates = MX_NUM_CPU_RANDOM_STATES;
+constexpr int64_t kChunk = 8192;  // values per chunk of work (a multiple of 4)
 
 // ------------------------------------------------------------------ float32 math
 inline float bits_to_float(uint32_t bits) { float f; std::memcpy(&f, &bits, 4); return f; }
@@ -202,19 +202,58 @@ struct PriorT {
 };
 
 // ------------------------------------------------------------------ normal noise
-inline void uniform_pair(std::mt19937& gen, float* u1, float* u2) {
-  *u1 = static_cast<float>((gen() >> 8) + 1u) * 5.9604644775390625e-8f;  // (0, 1]
-  *u2 = static_cast<float>(gen() >> 8) * 5.9604644775390625e-8f;         // [0, 1)
+// Counter-based noise: value j of tensor t under a key is a pure function of (key, t, j), so
+// any chunk can be drawn on any thread, in any order, and vectorised. The generator is
+// Philox4x32-10 (Salmon, Moraes, Dror & Shaw 2011, "Parallel random numbers: as easy as 1, 2,
+// 3"): ten rounds of a bijection of a 128-bit counter under a 64-bit key, which pass TestU01's
+// BigCrush. Counter (block, t, 0) with block = j / 4 (float32) or j / 2 (float64); the four
+// 32-bit words of a block make two Box-Muller pairs (float32, 24-bit uniforms) or one (float64,
+// 53-bit uniforms).
+struct Key {
+  uint32_t k0 = 0, k1 = 0;
+};
+
+// A fresh key per call from MXNet's seeded CPU random state 0 (two draws), so mx.random.seed
+// reproduces every later call; or the key given as the operator's attribute.
+inline Key draw_key(mx_cpu_rand_t* states) {
+  Key key;
+  key.k0 = static_cast<uint32_t>(states[0]());
+  key.k1 = static_cast<uint32_t>(states[0]());
+  return key;
 }
 
-inline double uniform53(std::mt19937& gen) {  // [0, 1) with 53 random bits
-  const uint64_t a = gen() >> 5, b = gen() >> 6;
-  return static_cast<double>((a << 26) | b) * 1.1102230246251565e-16;
+struct Block {
+  uint32_t x0, x1, x2, x3;
+};
+
+inline Block philox4x32_10(uint64_t block, uint32_t tensor, Key key) {
+  uint32_t c0 = static_cast<uint32_t>(block), c1 = static_cast<uint32_t>(block >> 32);
+  uint32_t c2 = tensor, c3 = 0u;
+  uint32_t k0 = key.k0, k1 = key.k1;
+  for (int round = 0; round < 10; ++round) {
+    const uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * c0;
+    const uint64_t p1 = static_cast<uint64_t>(0xCD9E8D57u) * c2;
+    const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1 ^ k0;
+    const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3 ^ k1;
+    c1 = static_cast<uint32_t>(p1);
+    c3 = static_cast<uint32_t>(p0);
+    c0 = n0;
+    c2 = n2;
+    k0 += 0x9E3779B9u;  // the Weyl sequence of the key schedule
+    k1 += 0xBB67AE85u;
+  }
+  return {c0, c1, c2, c3};
 }
 
-inline void uniform_pair(std::mt19937& gen, double* u1, double* u2) {
-  *u1 = 1.0 - uniform53(gen);  // (0, 1]
-  *u2 = uniform53(gen);
+inline float open_uniform24(uint32_t x) {  // (0, 1]
+  return static_cast<float>((x >> 8) + 1u) * 5.9604644775390625e-8f;
+}
+inline float uniform24(uint32_t x) {  // [0, 1)
+  return static_cast<float>(x >> 8) * 5.9604644775390625e-8f;
+}
+inline double uniform53(uint32_t a, uint32_t b) {  // [0, 1) with 53 random bits
+  const uint64_t hi = a >> 5, lo = b >> 6;
+  return static_cast<double>((hi << 26) | lo) * 1.1102230246251565e-16;
 }
 
 // Box-Muller with the angle 2 pi u2 split into a quadrant and an offset in [-pi/4, pi/4):
@@ -243,12 +282,38 @@ inline void box_muller(double u1, double u2, double* z0, double* z1) {
   *z1 = r * std::sin(theta);
 }
 
-// Fills eps[0, n) (n <= kChunk) with standard normals from one generator.
-template <typename T>
-void fill_normal(std::mt19937& gen, T* eps, int64_t n, T* u1, T* u2) {
-  const int64_t pairs = (n + 1) / 2;
-  for (int64_t i = 0; i < pairs; ++i) uniform_pair(gen, &u1[i], &u2[i]);
+// Fills eps[0, n) with the normals begin .. begin + n - 1 of tensor `tensor` under `key`, for
+// n <= kChunk and begin a multiple of kChunk (so of 4); u1 and u2 hold kChunk / 2 values each.
+inline void fill_normal(Key key, uint32_t tensor, int64_t begin, float* eps, int64_t n,
+                        float* u1, float* u2) {
+  const int64_t first = begin / 4, blocks = (n + 3) / 4;
 #pragma omp simd
+  for (int64_t i = 0; i < blocks; ++i) {
+    const Block b = philox4x32_10(static_cast<uint64_t>(first + i), tensor, key);
+    u1[2 * i] = open_uniform24(b.x0);
+    u2[2 * i] = uniform24(b.x1);
+    u1[2 * i + 1] = open_uniform24(b.x2);
+    u2[2 * i + 1] = uniform24(b.x3);
+  }
+  const int64_t pairs = (n + 1) / 2;
+#pragma omp simd
+  for (int64_t i = 0; i < pairs; ++i) box_muller(u1[i], u2[i], &u1[i], &u2[i]);
+  for (int64_t i = 0; i < n / 2; ++i) {
+    eps[2 * i] = u1[i];
+    eps[2 * i + 1] = u2[i];
+  }
+  if (n % 2) eps[n - 1] = u1[pairs - 1];
+}
+
+inline void fill_normal(Key key, uint32_t tensor, int64_t begin, double* eps, int64_t n,
+                        double* u1, double* u2) {
+  const int64_t first = begin / 2, pairs = (n + 1) / 2;
+#pragma omp simd
+  for (int64_t i = 0; i < pairs; ++i) {
+    const Block b = philox4x32_10(static_cast<uint64_t>(first + i), tensor, key);
+    u1[i] = 1.0 - uniform53(b.x0, b.x1);  // (0, 1]
+    u2[i] = uniform53(b.x2, b.x3);
+  }
   for (int64_t i = 0; i < pairs; ++i) box_muller(u1[i], u2[i], &u1[i], &u2[i]);
   for (int64_t i = 0; i < n / 2; ++i) {
     eps[2 * i] = u1[i];
@@ -317,6 +382,8 @@ void backward_chunk(const PriorT<T, Mixture>& prior, T g_complexity, const T* g_
 struct Attrs {
   int num_tensors = 0;
   bool eps_given = false;
+  bool key_given = false;
+  Key key;
   Prior prior;
 };
 
@@ -331,6 +398,35 @@ bool get_double(const std::unordered_map<std::string, std::string>& attrs, const
   } catch (...) {
     return false;
   }
+}
+
+// The optional attribute key: the generator's 64-bit key as a decimal integer, instead of a
+// key drawn from MXNet's random state.
+MXReturnValue parse_key(const std::unordered_map<std::string, std::string>& attrs, bool* given,
+                        Key* key, const char* op) {
+  auto it = attrs.find("key");
+  *given = it != attrs.end();
+  if (!*given) return MX_SUCCESS;
+  const std::string& text = it->second;
+  uint64_t value = 0;
+  bool ok = !text.empty() && text.size() <= 20;
+  for (char ch : text) ok = ok && ch >= '0' && ch <= '9';
+  if (ok) {
+    try {
+      size_t used = 0;
+      value = std::stoull(text, &used);
+      ok = used == text.size();
+    } catch (...) {
+      ok = false;
+    }
+  }
+  if (!ok) {
+    MX_ERROR_MSG << op << ": attribute key must be an integer in [0, 2^64), got '" << text << "'";
+    return MX_FAIL;
+  }
+  key->k0 = static_cast<uint32_t>(value);
+  key->k1 = static_cast<uint32_t>(value >> 32);
+  return MX_SUCCESS;
 }
 
 MXReturnValue parse_count(const std::unordered_map<std::string, std::string>& attrs, int* k,
@@ -348,6 +444,8 @@ MXReturnValue parse(const std::unordered_map<std::string, std::string>& attrs, A
   if (parse_count(attrs, &out->num_tensors, "gluon_bbb_variational") != MX_SUCCESS) return MX_FAIL;
   double eps_given = 0;
   if (get_double(attrs, "eps_given", &eps_given)) out->eps_given = eps_given != 0;
+  if (parse_key(attrs, &out->key_given, &out->key, "gluon_bbb_variational") != MX_SUCCESS)
+    return MX_FAIL;
   auto prior = attrs.find("prior");
   const std::string kind = prior == attrs.end() ? "" : prior->second;
   if (kind == "gaussian") {
@@ -438,31 +536,32 @@ MXReturnValue forward_typed(const Attrs& a, std::vector<MXTensor>* inputs,
   const std::vector<Chunk> chunks = make_chunks(sizes);
   const int64_t num_chunks = static_cast<int64_t>(chunks.size());
   std::vector<double> partial(num_chunks, 0.0);
-  mx_cpu_rand_t* states = a.eps_given ? nullptr : res.get_cpu_rand_states();
-  if (!a.eps_given && states == nullptr) {
-    MX_ERROR_MSG << "gluon_bbb_variational: MXNet gave no CPU random states";
-    return MX_FAIL;
+  Key key = a.key;
+  if (!a.eps_given && !a.key_given) {
+    mx_cpu_rand_t* states = res.get_cpu_rand_states();
+    if (states == nullptr) {
+      MX_ERROR_MSG << "gluon_bbb_variational: MXNet gave no CPU random states";
+      return MX_FAIL;
+    }
+    key = draw_key(states);
   }
-  const int64_t lanes = std::min<int64_t>(num_chunks, kNumStates);
-#pragma omp parallel num_threads(num_threads_for(lanes))
+#pragma omp parallel num_threads(num_threads_for(num_chunks))
   {
     std::vector<T> u1(kChunk / 2), u2(kChunk / 2);
 #pragma omp for schedule(static)
-    for (int64_t lane = 0; lane < lanes; ++lane) {
-      for (int64_t c = lane; c < num_chunks; c += kNumStates) {  // same state, in order
-        const Chunk& ch = chunks[c];
-        const int t = ch.tensor;
-        const T* mu = inputs->at(t).data<T>() + ch.begin;
-        const T* rho = inputs->at(k + t).data<T>() + ch.begin;
-        T* w = outputs->at(t).data<T>() + ch.begin;
-        T* eps = outputs->at(k + 1 + t).data<T>() + ch.begin;
-        if (a.eps_given) {
-          std::memcpy(eps, inputs->at(2 * k + t).data<T>() + ch.begin, ch.size * sizeof(T));
-        } else {
-          fill_normal(states[lane], eps, ch.size, u1.data(), u2.data());
-        }
-        partial[c] = forward_chunk(prior, mu, rho, eps, w, ch.size);
+    for (int64_t c = 0; c < num_chunks; ++c) {
+      const Chunk& ch = chunks[c];
+      const int t = ch.tensor;
+      const T* mu = inputs->at(t).data<T>() + ch.begin;
+      const T* rho = inputs->at(k + t).data<T>() + ch.begin;
+      T* w = outputs->at(t).data<T>() + ch.begin;
+      T* eps = outputs->at(k + 1 + t).data<T>() + ch.begin;
+      if (a.eps_given) {
+        std::memcpy(eps, inputs->at(2 * k + t).data<T>() + ch.begin, ch.size * sizeof(T));
+      } else {
+        fill_normal(key, static_cast<uint32_t>(t), ch.begin, eps, ch.size, u1.data(), u2.data());
       }
+      partial[c] = forward_chunk(prior, mu, rho, eps, w, ch.size);
     }
   }
   // Both log q and log P carry -log(2 pi)/2 per value; they cancel and are left out.
@@ -838,11 +937,11 @@ MXReturnValue sgd_forward(const std::unordered_map<std::string, std::string>& at
 // gluon_bbb_normal(mean, scale) -> out, all three of one shape and dtype (float32 or float64):
 //   out = mean + s * eps,  eps ~ N(0, 1),  s = scale          (scale_is="std", the default)
 //                                          s = sqrt(scale)    (scale_is="variance", scale >= 0)
-// eps is drawn exactly as in gluon_bbb_variational: chunk k of kChunk values uses MXNet's CPU
-// random state k mod 1024, chunks sharing a state run in order on one thread, so out depends
-// only on the seed (mx.random.seed), never on the number of threads. Used for the local
-// reparameterisation trick (Kingma, Salimans & Welling 2015): the pre-activations of a Dense
-// layer are drawn from their Gaussian instead of drawing its weights. Forward only (no gradient).
+// eps is drawn exactly as in gluon_bbb_variational (one tensor, a fresh key from MXNet's random
+// state, or the attribute key), so out depends only on the seed (mx.random.seed), never on the
+// number of threads. Used for the local reparameterisation trick (Kingma, Salimans & Welling
+// 2015): the pre-activations of a Dense layer are drawn from their Gaussian instead of drawing
+// its weights. Forward only (no gradient).
 
 MXReturnValue normal_scale_is(const std::unordered_map<std::string, std::string>& attrs,
                               bool* variance) {
@@ -859,8 +958,10 @@ MXReturnValue normal_scale_is(const std::unordered_map<std::string, std::string>
 
 MXReturnValue normal_parse(const std::unordered_map<std::string, std::string>& attrs,
                            int* num_in, int* num_out) {
-  bool variance = false;
+  bool variance = false, key_given = false;
+  Key key;
   if (normal_scale_is(attrs, &variance) != MX_SUCCESS) return MX_FAIL;
+  if (parse_key(attrs, &key_given, &key, "gluon_bbb_normal") != MX_SUCCESS) return MX_FAIL;
   *num_in = 2;
   *num_out = 1;
   return MX_SUCCESS;
@@ -878,38 +979,38 @@ MXReturnValue normal_shape(const std::unordered_map<std::string, std::string>& a
 }
 
 template <typename T>
-MXReturnValue normal_typed(bool variance, std::vector<MXTensor>* inputs,
+MXReturnValue normal_typed(bool variance, bool key_given, Key key, std::vector<MXTensor>* inputs,
                            std::vector<MXTensor>* outputs, const OpResource& res) {
   const std::vector<Chunk> chunks = make_chunks({inputs->at(0).size()});
   const int64_t num_chunks = static_cast<int64_t>(chunks.size());
   if (num_chunks == 0) return MX_SUCCESS;
-  mx_cpu_rand_t* states = res.get_cpu_rand_states();
-  if (states == nullptr) {
-    MX_ERROR_MSG << "gluon_bbb_normal: MXNet gave no CPU random states";
-    return MX_FAIL;
+  if (!key_given) {
+    mx_cpu_rand_t* states = res.get_cpu_rand_states();
+    if (states == nullptr) {
+      MX_ERROR_MSG << "gluon_bbb_normal: MXNet gave no CPU random states";
+      return MX_FAIL;
+    }
+    key = draw_key(states);
   }
   const T* mean = inputs->at(0).data<T>();
   const T* scale = inputs->at(1).data<T>();
   T* out = outputs->at(0).data<T>();
-  const int64_t lanes = std::min<int64_t>(num_chunks, kNumStates);
-#pragma omp parallel num_threads(num_threads_for(lanes))
+#pragma omp parallel num_threads(num_threads_for(num_chunks))
   {
     std::vector<T> u1(kChunk / 2), u2(kChunk / 2);
 #pragma omp for schedule(static)
-    for (int64_t lane = 0; lane < lanes; ++lane) {
-      for (int64_t c = lane; c < num_chunks; c += kNumStates) {  // same state, in order
-        const int64_t b = chunks[c].begin, n = chunks[c].size;
-        T* o = out + b;
-        fill_normal(states[lane], o, n, u1.data(), u2.data());  // eps, in place
-        const T* m = mean + b;
-        const T* s = scale + b;
-        if (variance) {
+    for (int64_t c = 0; c < num_chunks; ++c) {
+      const int64_t b = chunks[c].begin, n = chunks[c].size;
+      T* o = out + b;
+      fill_normal(key, 0u, b, o, n, u1.data(), u2.data());  // eps, in place
+      const T* m = mean + b;
+      const T* s = scale + b;
+      if (variance) {
 #pragma omp simd
-          for (int64_t i = 0; i < n; ++i) o[i] = m[i] + std::sqrt(s[i]) * o[i];
-        } else {
+        for (int64_t i = 0; i < n; ++i) o[i] = m[i] + std::sqrt(s[i]) * o[i];
+      } else {
 #pragma omp simd
-          for (int64_t i = 0; i < n; ++i) o[i] = m[i] + s[i] * o[i];
-        }
+        for (int64_t i = 0; i < n; ++i) o[i] = m[i] + s[i] * o[i];
       }
     }
   }
@@ -919,10 +1020,13 @@ MXReturnValue normal_typed(bool variance, std::vector<MXTensor>* inputs,
 MXReturnValue normal_forward(const std::unordered_map<std::string, std::string>& attrs,
                              std::vector<MXTensor>* inputs, std::vector<MXTensor>* outputs,
                              const OpResource& res) {
-  bool variance = false;
+  bool variance = false, key_given = false;
+  Key key;
   if (normal_scale_is(attrs, &variance) != MX_SUCCESS) return MX_FAIL;
-  if (inputs->at(0).dtype == kFloat64) return normal_typed<double>(variance, inputs, outputs, res);
-  return normal_typed<float>(variance, inputs, outputs, res);
+  if (parse_key(attrs, &key_given, &key, "gluon_bbb_normal") != MX_SUCCESS) return MX_FAIL;
+  if (inputs->at(0).dtype == kFloat64)
+    return normal_typed<double>(variance, key_given, key, inputs, outputs, res);
+  return normal_typed<float>(variance, key_given, key, inputs, outputs, res);
 }
 
 }  // namespace
