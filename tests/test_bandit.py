@@ -201,6 +201,9 @@ def test_bad_agent_settings_and_plot():
     history = bandit.BanditHistory(*(np.arange(1.0, 4.0) for _ in range(5)))
     figure = bandit.plot_cumulative_regret({"a": history, "b": history})
     assert isinstance(figure, Figure) and figure.axes[0].get_yscale() == "log"
+    no_regret = bandit.BanditHistory(*(np.zeros(3) for _ in range(5)))
+    figure = bandit.plot_cumulative_regret({"a": no_regret})  # nothing to log-scale, no warning
+    assert figure.axes[0].get_yscale() == "linear"
 
 
 # ------------------------------------------------------------------ resuming

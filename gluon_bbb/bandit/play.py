@@ -147,7 +147,8 @@ def replay_history(env, actions, seed=0):
 
 
 def plot_cumulative_regret(histories, expected=True, ax=None):
-    """Cumulative regret against steps on a log scale, one line per agent (like Fig. 6).
+    """Cumulative regret against steps on a log scale, one line per agent (like Fig. 6); on
+    a linear scale while no agent has any regret yet (a log scale has nothing to show).
 
     Parameters
     ----------
@@ -164,10 +165,13 @@ def plot_cumulative_regret(histories, expected=True, ax=None):
     if not isinstance(histories, dict) or not histories:
         raise ValueError("histories must be a non-empty dict of name -> BanditHistory")
     ax = axes_for(ax)
+    any_regret = False
     for name, history in histories.items():
         curve = history.cumulative_expected_regret if expected else history.cumulative_regret
         ax.plot(np.arange(1, len(curve) + 1), curve, label=name)
-    ax.set_yscale("log")
+        any_regret = any_regret or bool(np.any(np.asarray(curve) > 0))
+    if any_regret:
+        ax.set_yscale("log")
     ax.set(xlabel="step", ylabel=("expected " if expected else "") + "cumulative regret")
     ax.legend()
     return ax.figure
