@@ -24,7 +24,7 @@ setup(
     ],
     packages=find_packages(include=["gluon_bbb", "gluon_bbb.*"]),
     # The fused operator's C++ source; it is compiled on first use, never shipped built.
-    package_data={"gluon_bbb": ["_ext/*.cc"]},
+    package_data={"gluon_bbb.fused": ["*.cc"]},
     python_requires=">=3.9",  # Optuna 5; tested on 3.11
     install_requires=[
         "mxnet==1.9.1",

@@ -29,8 +29,8 @@ from mxnet import nd
 
 from gluon_bbb import bandit
 from gluon_bbb.experiments import bandit_run, bandit_settings
-from gluon_bbb.machine import machine_info
-from gluon_bbb.mushroom import load_mushroom
+from gluon_bbb.experiments.machine import machine_info
+from gluon_bbb.data.mushroom import load_mushroom
 
 
 class TimedSteps:

@@ -60,7 +60,7 @@ def _bandit_trainer(fused):
 
 def _reading():
     from mxnet import nd
-    from gluon_bbb.machine import heap_in_use, resident_memory
+    from gluon_bbb.experiments.machine import heap_in_use, resident_memory
 
     nd.waitall()
     gc.collect()
@@ -178,7 +178,7 @@ def main(argv=None):
     parser.add_argument("--json", help="write every number here")
     args = parser.parse_args(argv)
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from gluon_bbb.machine import machine_info
+    from gluon_bbb.experiments.machine import machine_info
 
     context = multiprocessing.get_context("spawn")
     results = []

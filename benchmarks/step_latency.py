@@ -7,9 +7,9 @@ For each network below, one process times, taking turns in rounds:
   fused operator where it builds), called the way a user calls it, with a Python float for the
   complexity weight;
 - ``gluon_bbb deterministic``: one deterministic step of the same network as gluon_bbb's bandit
-  agents do it (:class:`gluon_bbb.bandit.EpsilonGreedyAgent`): the network and its cost in one
+  agents do it (:class:`gluon_bbb.apps.bandit.EpsilonGreedyAgent`): the network and its cost in one
   hybridized graph, ``autograd.record``, ``backward``, ``gluon.Trainer`` with
-  :func:`gluon_bbb.fused_optimizers.adam` (one fused Adam call for all tensors);
+  :func:`gluon_bbb.fused.optimizers.adam` (one fused Adam call for all tensors);
 - ``PyTorch BBB`` and ``PyTorch deterministic``: the same two steps written plainly in PyTorch
   (``benchmarks/peer_pytorch.py``'s ``BayesMLP``, ``torch.optim.Adam``).
 
@@ -46,7 +46,7 @@ import mxnet as mx
 from mxnet import autograd, gluon, nd
 
 import gluon_bbb
-from gluon_bbb.machine import machine_info
+from gluon_bbb.experiments.machine import machine_info
 from gluon_bbb.models import mlp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -108,7 +108,7 @@ class GluonDeterministicStep:
         self.cost.hybridize(static_alloc=True, static_shape=True)
         self.x, self.y = nd.array(x), nd.array(y)
         self.trainer = gluon.Trainer(self.net.collect_params(),
-                                     gluon_bbb.fused_optimizers.adam(mx.cpu(), learning_rate=LEARNING_RATE))
+                                     gluon_bbb.fused.optimizers.adam(mx.cpu(), learning_rate=LEARNING_RATE))
 
     def __call__(self):
         with autograd.record():

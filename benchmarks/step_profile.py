@@ -40,7 +40,7 @@ from mxnet import autograd, gluon, nd
 
 import gluon_bbb
 from gluon_bbb import fused
-from gluon_bbb.machine import machine_info
+from gluon_bbb.experiments.machine import machine_info
 from gluon_bbb.posterior import assign_arrays
 
 BATCH = 128

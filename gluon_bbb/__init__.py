@@ -15,17 +15,40 @@ Quick start::
     loaders = gluon_bbb.data.get_loaders("mnist", batch_size=128)
     trainer.fit(loaders["train"], num_epochs=10, eval_data=loaders["test"])
 """
-from . import data, models
-from . import baselines, plots, predictive, pruning
+import importlib
+
+from . import baselines, data, models, predictive
 from .context import resolve_context
 from .loss import BBBLoss
 from .posterior import VariationalPosterior, assign_arrays
 from .priors import GaussianPrior, ScaleMixturePrior, prior_from_config
 from .trainer import BBBTrainer, NonFiniteLossError
-from .weighting import kl_weights
-from . import bandit, mushroom, regression, uncertainty
-from . import experiments
 from .version import __version__
+from .weighting import kl_weights
+
+#: Subpackages and modules loaded on first use (``gluon_bbb.plots`` imports nothing heavy until
+#: it draws, but the experiments, the applications and the analysis are not needed to train):
+#: public name -> module.
+LAZY_MODULES = {
+    "analysis": "gluon_bbb.analysis", "apps": "gluon_bbb.apps",
+    "experiments": "gluon_bbb.experiments", "fused": "gluon_bbb.fused", "io": "gluon_bbb.io",
+    "plots": "gluon_bbb.plots",
+    "bandit": "gluon_bbb.apps.bandit", "regression": "gluon_bbb.apps.regression",
+    "calibration": "gluon_bbb.analysis.calibration", "pruning": "gluon_bbb.analysis.pruning",
+    "uncertainty": "gluon_bbb.analysis.uncertainty", "mushroom": "gluon_bbb.data.mushroom",
+}
+
+
+def __getattr__(name):
+    if name in LAZY_MODULES:
+        module = importlib.import_module(LAZY_MODULES[name])
+        globals()[name] = module
+        return module
+    raise AttributeError(f"module 'gluon_bbb' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(LAZY_MODULES))
 
 
 __all__ = [
@@ -36,11 +59,16 @@ __all__ = [
     "NonFiniteLossError",
     "ScaleMixturePrior",
     "VariationalPosterior",
+    "analysis",
+    "apps",
     "assign_arrays",
     "bandit",
     "baselines",
+    "calibration",
     "data",
     "experiments",
+    "fused",
+    "io",
     "kl_weights",
     "models",
     "mushroom",

@@ -103,7 +103,7 @@ def run_epochs(net, trainer, train_data, num_epochs, cost, first_epoch=0, eval_d
 
     Used by :func:`train_deterministic`, the paper protocol's baselines
     (:mod:`gluon_bbb.experiments.runners`, which resumes them) and the regression baseline
-    (:func:`gluon_bbb.regression.train_deterministic_regression`). Dropout layers are active
+    (:func:`gluon_bbb.apps.regression.train_deterministic_regression`). Dropout layers are active
     during the training steps only; the per-epoch evaluation uses the deterministic network.
 
     Parameters

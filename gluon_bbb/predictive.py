@@ -3,7 +3,7 @@
 The predictive distribution of the paper (section 2) is p(y | x) = E_q[p(y | x, w)],
 estimated by averaging n sampled networks. Everything that samples networks after training
 goes through :func:`sample_outputs`: ``BBBTrainer.predict_proba``/``evaluate``,
-:func:`gluon_bbb.uncertainty.mc_predict` (and through it the regression bands and the
+:func:`gluon_bbb.analysis.uncertainty.mc_predict` (and through it the regression bands and the
 Thompson agent of the bandit).
 
 **Random stream.** The samples come from the generator that the trainer's own training steps

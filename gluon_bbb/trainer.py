@@ -10,7 +10,7 @@ The sampling step and the complexity part of Eq. (8) run either in the fused C++
 the same values and gradients; ``trainer.fused`` and ``trainer.fused_reason`` say which runs.
 
 Monte Carlo prediction (:meth:`BBBTrainer.predict_proba`, :meth:`BBBTrainer.evaluate`) is
-done by :mod:`gluon_bbb.predictive`, saving and loading by :mod:`gluon_bbb.persistence`.
+done by :mod:`gluon_bbb.predictive`, saving and loading by :mod:`gluon_bbb.io.persistence`.
 """
 import logging
 import time
@@ -21,12 +21,13 @@ from mxnet import autograd, gluon, nd
 from tqdm import tqdm
 
 from ._checks import check_int, check_positive
-from . import persistence, predictive
+from .io import persistence
+from . import predictive
 from .context import resolve_context
 from .estimators import LayerEstimators, check_estimator
 from .epochs import EpochTotals, NonFiniteLossError, checked_learning_rate, epoch_line
 from .fused import FiniteGuard, fused_path, variational_sample
-from .fused_optimizers import fused_optimizer
+from .fused.optimizers import fused_optimizer
 from ._math import softplus
 from .loss import BBBLoss
 from .posterior import GaussianNoise, VariationalPosterior, assign_arrays
@@ -450,7 +451,7 @@ class BBBTrainer:
     # ------------------------------------------------------------------ checkpoints
     def save(self, path, extra=None):
         """Atomically write mu, rho, the optimizer state, the settings and the history to a
-        checkpoint file; see :func:`gluon_bbb.persistence.save_trainer`. ``extra`` (JSON)
+        checkpoint file; see :func:`gluon_bbb.io.persistence.save_trainer`. ``extra`` (JSON)
         is stored alongside, and :meth:`load` returns it under the key 'extra'."""
         persistence.save_trainer(self, path, extra=extra)
 
@@ -460,9 +461,9 @@ class BBBTrainer:
         The network must have the same architecture; its shapes must be known (initialise it
         and run one forward pass, or build the trainer from a net with known shapes). The
         whole file is read and checked before the trainer changes: a bad file raises a
-        :class:`~gluon_bbb.checkpoint.CheckpointError` (a ValueError) naming the file and
+        :class:`~gluon_bbb.io.checkpoint.CheckpointError` (a ValueError) naming the file and
         the problem, and leaves the trainer as it was. Loading never unpickles anything.
-        See :func:`gluon_bbb.persistence.load_trainer`.
+        See :func:`gluon_bbb.io.persistence.load_trainer`.
 
         Parameters
         ----------

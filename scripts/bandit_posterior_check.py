@@ -22,11 +22,11 @@ import numpy as np
 from mxnet import nd
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from gluon_bbb.bandit.environment import EAT, PASS, action_inputs  # noqa: E402
-from gluon_bbb.checkpoint import read_json, read_metadata  # noqa: E402
+from gluon_bbb.apps.bandit.environment import EAT, PASS, action_inputs  # noqa: E402
+from gluon_bbb.io.checkpoint import read_json, read_metadata  # noqa: E402
 from gluon_bbb.experiments import bandit_run, bandit_settings  # noqa: E402
-from gluon_bbb.mushroom import load_mushroom  # noqa: E402
-from gluon_bbb.uncertainty import sample_network_outputs  # noqa: E402
+from gluon_bbb.data.mushroom import load_mushroom  # noqa: E402
+from gluon_bbb.analysis.uncertainty import sample_network_outputs  # noqa: E402
 
 
 def main(argv=None):

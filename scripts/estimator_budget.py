@@ -16,7 +16,7 @@ import os
 import subprocess
 import sys
 
-from gluon_bbb.checkpoint import read_json, write_json
+from gluon_bbb.io.checkpoint import read_json, write_json
 
 ESTIMATORS = ("weights", "local", "flipout")
 

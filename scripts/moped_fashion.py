@@ -34,7 +34,7 @@ import numpy as np
 
 import gluon_bbb
 from gluon_bbb import BBBLoss, BBBTrainer, ScaleMixturePrior, baselines, models
-from gluon_bbb.checkpoint import write_json
+from gluon_bbb.io.checkpoint import write_json
 
 
 def _prior():

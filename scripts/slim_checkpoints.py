@@ -15,7 +15,7 @@ import argparse
 import os
 import sys
 
-from gluon_bbb.checkpoint import read_checkpoint, write_checkpoint
+from gluon_bbb.io.checkpoint import read_checkpoint, write_checkpoint
 
 
 def slim(path):

@@ -7,11 +7,12 @@ path, forced through the ``GLUON_BBB_FUSED`` switch.
 import pytest
 
 from gluon_bbb import fused
+from gluon_bbb.fused import build as fused_build
 
 
 def fused_or_skip():
     """Skip when no compiler exists; fail loudly when one exists but the build fails."""
-    if fused._compiler() is None:
+    if fused_build._compiler() is None:
         pytest.skip("no C++ compiler: the fused operator cannot be built here")
     status = fused.fused_status()
     assert status.available, f"the fused operator failed to build or load: {status.reason}"

@@ -6,7 +6,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from gluon_bbb import bandit
-from gluon_bbb.mushroom import MushroomFormatError, load_mushroom, one_hot_encode, parse_mushroom_lines
+from gluon_bbb.data.mushroom import MushroomFormatError, load_mushroom, one_hot_encode, parse_mushroom_lines
 
 # 22 attribute letters per row; odor (attribute 5) decides the class: n -> edible, f -> poisonous.
 TINY_ROWS = [

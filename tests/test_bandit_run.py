@@ -8,10 +8,10 @@ import pytest
 
 from gluon_bbb import bandit
 from gluon_bbb.experiments import bandit_run, bandit_settings
-from gluon_bbb.checkpoint import read_checkpoint, read_metadata
+from gluon_bbb.io.checkpoint import read_checkpoint, read_metadata
 from gluon_bbb.cli import main
-from gluon_bbb.mushroom import load_mushroom
-from gluon_bbb.runlock import LOCK_FILE
+from gluon_bbb.data.mushroom import load_mushroom
+from gluon_bbb.experiments.runlock import LOCK_FILE
 from test_bandit import tiny_lines
 
 STEPS = 6

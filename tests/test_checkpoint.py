@@ -1,4 +1,4 @@
-"""The checkpoint format (gluon_bbb.checkpoint, .ndfile, .optimizer_state): a round trip, every
+"""The checkpoint format (gluon_bbb.io.checkpoint, .ndfile, .optimizer_state): a round trip, every
 integrity check, format-1 files refused without unpickling, and resumed runs that equal
 uninterrupted ones bit for bit for each optimizer the project trains with, on both sampling
 paths."""
@@ -15,11 +15,12 @@ import numpy as np
 import pytest
 from mxnet import gluon, nd
 
-from gluon_bbb import BBBLoss, BBBTrainer, GaussianPrior, ndfile, optimizer_state
+from gluon_bbb import BBBLoss, BBBTrainer, GaussianPrior
+from gluon_bbb.io import ndfile, optimizer_state
 from gluon_bbb.posterior import GaussianNoise
-from gluon_bbb.checkpoint import (CheckpointError, atomic_write_bytes, read_checkpoint, read_json,
+from gluon_bbb.io.checkpoint import (CheckpointError, atomic_write_bytes, read_checkpoint, read_json,
                                   read_metadata, write_checkpoint)
-from gluon_bbb.paramfile import load_parameter_file, save_parameter_file
+from gluon_bbb.io.paramfile import load_parameter_file, save_parameter_file
 from gluon_bbb.data import ArrayLoader, EpochShuffled
 from synthetic import blobs
 
@@ -177,7 +178,7 @@ def test_a_zip_bomb_is_refused_without_inflating_it(tmp_path, monkeypatch):
     _zip(path, {"metadata.json": json.dumps(metadata), "arrays.bin": b""})
     with pytest.raises(CheckpointError, match=r"mu0 has shape \(67108864,\), the network \(3, 4\)"):
         read_checkpoint(path, expected={"mu0": (3, 4)})
-    from gluon_bbb import checkpoint
+    from gluon_bbb.io import checkpoint
     monkeypatch.setattr(checkpoint, "MAX_PAYLOAD_BYTES", 2**20)
     with pytest.raises(CheckpointError, match="declares 268435456 bytes, more than"):
         read_checkpoint(path)
@@ -209,7 +210,7 @@ def test_read_json_names_the_file_and_the_problem(tmp_path):
 
 
 def test_atomic_write_syncs_the_folder_after_the_rename(tmp_path, monkeypatch):
-    from gluon_bbb import checkpoint
+    from gluon_bbb.io import checkpoint
     events = []
     real_replace = os.replace
     monkeypatch.setattr(os, "replace", lambda a, b: events.append("rename") or real_replace(a, b))

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from gluon_bbb.checkpoint import write_json
+from gluon_bbb.io.checkpoint import write_json
 from gluon_bbb.cli import main
 from synthetic import needs_mnist, require_mnist
 

@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from gluon_bbb.checkpoint import read_checkpoint, read_json
+from gluon_bbb.io.checkpoint import read_checkpoint, read_json
 
 KILLS = 20
 EPOCHS = 100

@@ -8,7 +8,7 @@ import pytest
 from mxnet import nd
 
 from gluon_bbb import data as gdata
-from gluon_bbb import datafolders
+from gluon_bbb.data import datafolders
 from gluon_bbb.data import (
     ArrayLoader,
     DataNotFoundError,

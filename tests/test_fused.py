@@ -24,7 +24,8 @@ import pytest
 from mxnet import autograd, gluon, nd
 
 from gluon_bbb import predictive
-from gluon_bbb import BBBLoss, BBBTrainer, GaussianPrior, ScaleMixturePrior, fused, fused_optimizers
+from gluon_bbb import BBBLoss, BBBTrainer, GaussianPrior, ScaleMixturePrior, fused
+from gluon_bbb.fused import build as fused_build, optimizers as fused_optimizers
 from gluon_bbb._math import softplus
 
 from fused_paths import fused_or_skip
@@ -438,12 +439,12 @@ def test_failed_build_and_missing_compiler_give_a_reason(monkeypatch, tmp_path):
     broken = tmp_path / "broken.cc"
     broken.write_text("this is not C++\n")
     monkeypatch.setenv("GLUON_BBB_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(fused, "SOURCE", str(broken))
-    status = fused._build_and_load()
+    monkeypatch.setattr(fused_build, "SOURCE", str(broken))
+    status = fused_build._build_and_load()
     assert not status.available and "compiling broken.cc failed" in status.reason
     assert not any((tmp_path / "cache").glob("*.so"))  # nothing half-built is left behind
-    monkeypatch.setattr(fused, "_compiler", lambda: None)
-    status = fused._build_and_load()
+    monkeypatch.setattr(fused_build, "_compiler", lambda: None)
+    status = fused_build._build_and_load()
     assert not status.available and "no C++ compiler" in status.reason
 
 
@@ -451,8 +452,8 @@ def test_library_is_cached_per_user_under_a_content_key():
     status = fused.fused_status()
     name = os.path.basename(status.library_path)
     assert name.startswith("gluon_bbb_variational-") and name.endswith(".so")
-    include_dir, lib_api = fused._mxnet_dirs()
-    assert fused._build_key(fused._compiler(), include_dir, lib_api) in name
+    include_dir, lib_api = fused_build._mxnet_dirs()
+    assert fused_build._build_key(fused_build._compiler(), include_dir, lib_api) in name
 
 
 def test_operator_rejects_mismatched_shapes_by_name():

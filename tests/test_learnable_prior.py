@@ -9,8 +9,8 @@ import pytest
 from mxnet import autograd, gluon, nd
 
 from gluon_bbb import BBBLoss, BBBTrainer, GaussianPrior, ScaleMixturePrior, prior_from_config
-from gluon_bbb.checkpoint import CheckpointError
-from gluon_bbb.loaders import ArrayLoader, EpochShuffled
+from gluon_bbb.io.checkpoint import CheckpointError
+from gluon_bbb.data.loaders import ArrayLoader, EpochShuffled
 
 from reference import log_gaussian_prior, log_scale_mixture_prior
 from synthetic import blobs
@@ -201,7 +201,7 @@ def test_optimizer_state_keeps_the_sorted_name_order_of_earlier_checkpoints(lear
     """Checkpoints index the optimizer state by the gluon.Trainer's parameter order, which has
     always been sorted by name (gluon.Trainer sorts a dict): files written before learned priors
     existed must still resume. A learned prior's parameters come after the posterior's."""
-    from gluon_bbb import optimizer_state
+    from gluon_bbb.io import optimizer_state
     trainer = _trainer(GaussianPrior(0.5, learnable=learnable))
     trainer.fit(_data(trainer), 1, progress=False)
     _, arrays = optimizer_state.capture(trainer.trainer)

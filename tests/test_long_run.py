@@ -1,7 +1,7 @@
 """A long-lived process must not grow: the memory a training loop holds stays the same.
 
 The measure is the C allocator's bytes in use (glibc's ``mallinfo2``, through
-:func:`gluon_bbb.machine.heap_in_use`), read after ``nd.waitall()`` at the end of a warm-up and
+:func:`gluon_bbb.experiments.machine.heap_in_use`), read after ``nd.waitall()`` at the end of a warm-up and
 again after many more repetitions of the same work. It is deterministic enough for a test:
 
 * every array a step creates is freed by the time the engine is idle, and MXNet's storage pool
@@ -28,7 +28,7 @@ from mxnet import nd
 
 import gluon_bbb
 from gluon_bbb import fused
-from gluon_bbb.machine import heap_in_use
+from gluon_bbb.experiments.machine import heap_in_use
 from gluon_bbb.models import mlp
 
 from fused_paths import fused_or_skip

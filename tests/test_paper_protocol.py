@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from gluon_bbb import data, experiments
-from gluon_bbb.checkpoint import read_checkpoint
+from gluon_bbb.io.checkpoint import read_checkpoint
 from gluon_bbb.cli import main
 from gluon_bbb.experiments import configs
 from gluon_bbb.experiments.runners import make_bbb_trainer

@@ -12,7 +12,8 @@ import pytest  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from mxnet import nd  # noqa: E402
 
-from gluon_bbb import plots, uncertainty_plots  # noqa: E402
+from gluon_bbb import plots  # noqa: E402
+from gluon_bbb.plots import uncertainty as uncertainty_plots  # noqa: E402
 from gluon_bbb.data import CLASS_NAMES  # noqa: E402
 
 BBB_HISTORY = [

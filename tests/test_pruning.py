@@ -1,4 +1,4 @@
-"""Signal-to-noise pruning (gluon_bbb.pruning) of a small trained BBB network, against NumPy."""
+"""Signal-to-noise pruning (gluon_bbb.analysis.pruning) of a small trained BBB network, against NumPy."""
 import math
 
 import mxnet as mx

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gluon_bbb import data, experiments, plots
-from gluon_bbb.checkpoint import read_checkpoint
+from gluon_bbb.io.checkpoint import read_checkpoint
 from gluon_bbb.cli import main
 from synthetic import needs_mnist, require_mnist
 

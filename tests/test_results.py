@@ -9,7 +9,7 @@ import zipfile
 import pytest
 
 from gluon_bbb import data, experiments
-from gluon_bbb.checkpoint import read_metadata
+from gluon_bbb.io.checkpoint import read_metadata
 from gluon_bbb.cli import main
 
 RESULTS = pathlib.Path(__file__).resolve().parent.parent / "results"

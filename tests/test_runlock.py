@@ -1,4 +1,4 @@
-"""One writer per run folder (gluon_bbb.runlock), through the API and the command line, and a
+"""One writer per run folder (gluon_bbb.experiments.runlock), through the API and the command line, and a
 GPU that this MXNet build cannot run named at once (gluon_bbb.context)."""
 import os
 import signal
@@ -12,11 +12,11 @@ import pytest
 
 from gluon_bbb import context
 from gluon_bbb.cli import main
-from gluon_bbb.runlock import LOCK_FILE, RunFolderBusyError, RunFolderLock
+from gluon_bbb.experiments.runlock import LOCK_FILE, RunFolderBusyError, RunFolderLock
 
 HOLD = textwrap.dedent("""
     import sys, time
-    from gluon_bbb.runlock import RunFolderLock
+    from gluon_bbb.experiments.runlock import RunFolderLock
     with RunFolderLock(sys.argv[1]):
         print("locked", flush=True)
         time.sleep(120)

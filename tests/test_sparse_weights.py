@@ -1,4 +1,4 @@
-"""Sparse storage of pruned networks (gluon_bbb.sparse_weights), against scipy-free NumPy
+"""Sparse storage of pruned networks (gluon_bbb.io.sparse_weights), against scipy-free NumPy
 references, and the pruned network's sparse file (PrunedNetwork.save(sparse=True))."""
 import json
 import pickle
@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 from mxnet import gluon
 
-from gluon_bbb import pruning, sparse_weights
-from gluon_bbb.checkpoint import CheckpointError, write_checkpoint
-from gluon_bbb.paramfile import structural_parameters
+from gluon_bbb import pruning
+from gluon_bbb.io import sparse_weights
+from gluon_bbb.io.checkpoint import CheckpointError, write_checkpoint
+from gluon_bbb.io.paramfile import structural_parameters
 
 from test_fuzz_readers import _Payload, _pickled, _with_entry, _with_metadata
 from test_fuzz_readers import no_unpickling  # noqa: F401 -- autouse: no reader may unpickle

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from mxnet import nd
 
-from gluon_bbb import data, datafolders, experiments, uncertainty
+from gluon_bbb import data, experiments, uncertainty
+from gluon_bbb.data import datafolders
 from gluon_bbb.experiments import uncertainty_eval
 from gluon_bbb.cli import main
 from gluon_bbb.context import resolve_context

@@ -4,7 +4,9 @@ import logging
 import math
 import os
 
-from .. import bandit, data, mushroom
+from ..apps import bandit
+from .. import data
+from ..data import mushroom
 from ..context import resolve_context
 from ..experiments import bandit_run, bandit_settings
 from .common import log_to, number

@@ -8,7 +8,7 @@ import sys
 
 from .. import data
 from ..experiments import configs, protocol, runfolder
-from ..runlock import RunFolderLock
+from ..experiments.runlock import RunFolderLock
 
 __all__ = ["PROG", "PRUNING_JSON", "PRUNING_MD", "FIGURES", "MC_SAMPLES", "number", "fraction",
            "add_overrides", "overrides_of", "add_common", "add_training_options", "result_line",

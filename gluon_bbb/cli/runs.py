@@ -4,12 +4,13 @@ import argparse
 import logging
 import os
 
-from .. import data, plots, pruning
-from ..checkpoint import atomic_write_bytes, read_json, write_json
+from .. import data, plots
+from ..analysis import pruning
+from ..io.checkpoint import atomic_write_bytes, read_json, write_json
 from ..context import resolve_context
 from ..experiments import protocol, runfolder
-from .common import (FIGURES, MC_SAMPLES, PROG, PRUNING_JSON, PRUNING_MD, add_common,
-                     errors_line, fraction, number)
+from .common import (FIGURES, MC_SAMPLES, PROG, PRUNING_JSON, PRUNING_MD, add_common, errors_line,
+                     fraction, number)
 
 __all__ = ["add_parsers", "load_run", "evaluate_command", "prune_command", "plot_command"]
 

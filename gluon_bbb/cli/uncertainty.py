@@ -6,10 +6,10 @@ import os
 import time
 
 from .. import plots
-from ..checkpoint import atomic_write_bytes, write_json
+from ..io.checkpoint import atomic_write_bytes, write_json
 from ..context import resolve_context
 from ..experiments import uncertainty_eval
-from ..machine import machine_info
+from ..experiments.machine import machine_info
 from .common import MC_SAMPLES, add_common, number
 
 __all__ = ["add_parsers", "UNCERTAINTY_JSON", "UNCERTAINTY_MD", "uncertainty_command"]

@@ -19,12 +19,12 @@ The output folder holds:
 
 ``agent-<name>.json``
     Written atomically as soon as the agent finishes: its settings, final numbers, seconds,
-    every action (from which :func:`gluon_bbb.bandit.replay_history` rebuilds the whole
+    every action (from which :func:`gluon_bbb.apps.bandit.replay_history` rebuilds the whole
     history) and its cumulative regret curves, downsampled to at most
     :data:`MAX_CURVE_POINTS` points. A later run with the same settings skips the agent.
 ``agent-<name>.bbb``
     The agent's checkpoint (network, optimizer state, actions so far, seconds), written
-    atomically after every :data:`~gluon_bbb.bandit.SEGMENT_STEPS` steps. The same command
+    atomically after every :data:`~gluon_bbb.apps.bandit.SEGMENT_STEPS` steps. The same command
     resumes an interrupted agent from it, and a longer run of the same settings (more
     ``steps``) continues a finished one from its last checkpoint; either way the result is
     the uninterrupted run's. A damaged checkpoint is named in a warning and the agent is
@@ -32,7 +32,7 @@ The output folder holds:
 ``bandit.json``, ``bandit.md``
     The final cumulative regret of each agent and the wall times.
 ``regret.png``
-    The cumulative expected regret against steps (:func:`~gluon_bbb.bandit.plot_cumulative_regret`).
+    The cumulative expected regret against steps (:func:`~gluon_bbb.apps.bandit.plot_cumulative_regret`).
 """
 import hashlib
 import json
@@ -43,11 +43,12 @@ import time
 import mxnet as mx
 import numpy as np
 
-from .. import bandit, plots
-from ..checkpoint import CheckpointError, atomic_write_bytes, read_json, write_json
-from ..machine import machine_info
-from ..mushroom import load_mushroom
-from ..runlock import RunFolderLock
+from ..apps import bandit
+from .. import plots
+from ..io.checkpoint import CheckpointError, atomic_write_bytes, read_json, write_json
+from .machine import machine_info
+from ..data.mushroom import load_mushroom
+from .runlock import RunFolderLock
 from .bandit_settings import (AGENTS, GREEDY_SETTINGS, PAPER_SETTINGS, THOMPSON_SETTINGS,
                               agent_settings, check_agent, greedy_settings, make_agent,
                               thompson_settings, with_later_defaults)
@@ -70,7 +71,7 @@ MILESTONES = (1_000, 5_000, 10_000, 25_000, 50_000)
 #: The stored cumulative regret curves keep at most this many points.
 MAX_CURVE_POINTS = 1000
 #: An agent's checkpoint, ``agent-<name>.bbb``, written after every
-#: :data:`~gluon_bbb.bandit.SEGMENT_STEPS` steps.
+#: :data:`~gluon_bbb.apps.bandit.SEGMENT_STEPS` steps.
 CHECKPOINT_SUFFIX = ".bbb"
 SUMMARY_JSON = "bandit.json"
 SUMMARY_MD = "bandit.md"

@@ -13,7 +13,7 @@ import math
 import mxnet as mx
 import numpy as np
 
-from .. import bandit
+from ..apps import bandit
 from .._checks import check_positive
 from ..priors import ScaleMixturePrior
 
@@ -63,7 +63,7 @@ GREEDY_SETTINGS = dict(OPTIMIZER_SETTINGS)
 #: training step, initial rho (a number, or [low, high] for a uniform draw), what the
 #: complexity weight counts as the data set, its scale and its weighting across an
 #: interaction's minibatches, and what the agent acts on
-#: (:class:`gluon_bbb.bandit.ThompsonAgent`).
+#: (:class:`gluon_bbb.apps.bandit.ThompsonAgent`).
 THOMPSON_SETTINGS = {
     **OPTIMIZER_SETTINGS,
     "prior": {"pi": 0.5, "log_sigma1": 0.0, "log_sigma2": 6.0},

@@ -53,10 +53,10 @@ import os
 import time
 
 from .._checks import check_int
-from ..checkpoint import CheckpointError, checked_field, write_json
+from ..io.checkpoint import CheckpointError, checked_field, write_json
 from ..context import resolve_context
-from ..machine import machine_info
-from ..runlock import RunFolderLock
+from .machine import machine_info
+from .runlock import RunFolderLock
 from .configs import (PAPER_TEST_ERROR, describe, format_overrides, get_config, hyperparameters,
                       network_label, run_kind)
 from .runfolder import (CONFIG, FILES, RESULT, append_session, best_of, check_run_dir,
@@ -119,9 +119,9 @@ def run(config, epochs, output_dir, data_dir=None, ctx=None, mc_samples=MC_SAMPL
     ------
     ValueError
         ``output_dir`` holds another configuration, bad arguments, or a damaged file
-        (:class:`~gluon_bbb.checkpoint.CheckpointError`).
+        (:class:`~gluon_bbb.io.checkpoint.CheckpointError`).
     RunFolderBusyError
-        Another process is writing ``output_dir`` (see :mod:`gluon_bbb.runlock`).
+        Another process is writing ``output_dir`` (see :mod:`gluon_bbb.experiments.runlock`).
     """
     if isinstance(config, str):
         config = get_config(config)

@@ -9,8 +9,8 @@ reads a folder reads any of them.
 import os
 import time
 
-from ..checkpoint import (CheckpointError, atomic_write_bytes, checked_field, read_json,
-                          read_metadata, write_json)
+from ..io.checkpoint import (CheckpointError, atomic_write_bytes, checked_field, read_json,
+                             read_metadata, write_json)
 from .configs import (CONFIGS, CUSTOM, LATER_DEFAULTS, PRIOR_KEYS, base_config,
                       check_hyperparameter, hyperparameters, make_prior, run_kind)
 

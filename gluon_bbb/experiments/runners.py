@@ -12,9 +12,9 @@ from mxnet import gluon, nd
 
 from .. import data, models
 from ..baselines import classification_cost, evaluate_deterministic, run_epochs
-from ..checkpoint import CheckpointError, checked_field
-from ..paramfile import load_parameter_file, save_parameter_file, structural_parameters
-from ..persistence import load_plain_network, save_plain_network
+from ..io.checkpoint import CheckpointError, checked_field
+from ..io.paramfile import load_parameter_file, save_parameter_file, structural_parameters
+from ..io.persistence import load_plain_network, save_plain_network
 from ..loss import BBBLoss
 from ..trainer import BBBTrainer
 from .configs import INPUT_SIZE, learning_rate_schedule, make_prior, run_kind

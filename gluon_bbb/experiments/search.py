@@ -43,7 +43,7 @@ from sqlalchemy.exc import ArgumentError
 from .._checks import check_int
 from .._mxcompat import trial_id
 from ..context import resolve_context
-from ..runlock import RunFolderBusyError, meet_workers, waiting_lock
+from .runlock import RunFolderBusyError, meet_workers, waiting_lock
 from .configs import get_config, run_kind
 from .protocol import run
 from .runfolder import FILES, checkpoint_metadata
@@ -419,7 +419,7 @@ def search(space, epochs, output_dir, base="bbb-mixture-400", overrides=None, sa
         Seconds; a trial without a heartbeat for 3 of them is failed and retried.
     start_together : (str, int), optional
         A folder and a number of workers: meet them there before the first trial
-        (:func:`gluon_bbb.runlock.meet_workers`).
+        (:func:`gluon_bbb.experiments.runlock.meet_workers`).
 
     Returns
     -------

@@ -13,7 +13,7 @@ import optuna
 from optuna.visualization import matplotlib as optuna_plots
 
 from .. import plots
-from ..checkpoint import atomic_write_bytes
+from ..io.checkpoint import atomic_write_bytes
 from .configs import check_hyperparameter
 from .protocol import MC_SAMPLES, report
 from .runfolder import read_sessions

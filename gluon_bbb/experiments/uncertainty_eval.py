@@ -8,11 +8,11 @@
   ``mc_samples`` sampled networks (a deterministic baseline has only its softmax);
 - how well an uncertainty score separates the MNIST test images (in distribution) from the
   Fashion-MNIST test images and from uniform-noise images (out of distribution), as the
-  area under the ROC curve (:func:`gluon_bbb.uncertainty.auroc`: 1 perfect, 0.5 chance):
+  area under the ROC curve (:func:`gluon_bbb.analysis.uncertainty.auroc`: 1 perfect, 0.5 chance):
   the predictive entropy of every predictor and, for the Monte Carlo average, the mutual
   information between the label and the weights;
 - the error among the images kept when the network refuses the least confident ones, at the
-  coverages :data:`COVERAGES` (:func:`gluon_bbb.uncertainty.refuse_to_classify`).
+  coverages :data:`COVERAGES` (:func:`gluon_bbb.analysis.uncertainty.refuse_to_classify`).
 
 The noise images have integer pixels drawn uniformly from 0..255 with a seeded generator and
 go through the run's own preprocessing (the paper's: divide by 126), as do the Fashion-MNIST
@@ -35,9 +35,10 @@ import numpy as np
 from .. import data
 from .._checks import check_int
 from ..context import resolve_context
-from ..uncertainty import (Prediction, auroc, deterministic_predict, expected_calibration_error,
-                          mc_predict, plot_reliability_diagrams, plot_score_histograms,
-                          refuse_to_classify, reliability_diagram)
+from ..analysis.uncertainty import (Prediction, auroc, deterministic_predict,
+                                    expected_calibration_error, mc_predict,
+                                    plot_reliability_diagrams, plot_score_histograms,
+                                    refuse_to_classify, reliability_diagram)
 from .configs import run_kind
 from .runfolder import FILES, read_run_config
 from .runners import make_runner
@@ -83,7 +84,7 @@ class RunPredictions:
     best_epoch : int
     labels : numpy.ndarray of int, (N,), the MNIST test labels
     predictions : dict
-        predictor -> set -> :class:`~gluon_bbb.uncertainty.Prediction`; predictors are
+        predictor -> set -> :class:`~gluon_bbb.analysis.uncertainty.Prediction`; predictors are
         ``"mean"`` (the posterior-mean network, or the deterministic network) and, for
         Bayes by Backprop, ``"mc"``; sets are :data:`SETS`.
     mc_samples : int or None, None for a deterministic run

@@ -5,7 +5,7 @@ import mxnet as mx
 import numpy as np
 from mxnet import nd
 
-from ._checks import check_int
+from .._checks import check_int
 
 __all__ = ["ArrayLoader", "EpochShuffled"]
 

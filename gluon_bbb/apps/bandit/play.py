@@ -9,9 +9,9 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm import tqdm
 
-from .._checks import check_int
-from ..plots import axes_for
-from ..seeding import epoch_seed
+from ..._checks import check_int
+from ...plots import axes_for
+from ...seeding import epoch_seed
 from .environment import NUM_ACTIONS, action_inputs
 
 __all__ = ["SEGMENT_STEPS", "BanditHistory", "run_bandit", "replay_history",

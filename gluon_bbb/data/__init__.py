@@ -1,6 +1,6 @@
 """Loading MNIST and Fashion-MNIST: splits, preprocessing and loaders. The file format is
-:mod:`gluon_bbb.idx`, the search for the files :mod:`gluon_bbb.datafolders` and the batches
-:mod:`gluon_bbb.loaders`; their public names are importable from here too.
+:mod:`gluon_bbb.data.idx`, the search for the files :mod:`gluon_bbb.data.datafolders` and the batches
+:mod:`gluon_bbb.data.loaders`; their public names are importable from here too.
 
 The four files of each data set, ``{train,t10k}-{images-idx3,labels-idx1}-ubyte``
 (gzip-compressed with a ``.gz`` suffix, or raw), are looked for in these places,
@@ -28,7 +28,7 @@ import mxnet as mx
 import numpy as np
 
 from . import datafolders
-from ._mxcompat import dataset_arrays
+from .._mxcompat import dataset_arrays
 from .datafolders import (DATA_ENV_VAR, DATASETS, SPLITS, DataNotFoundError, find_data_dir,
                           idx_filenames)
 from .idx import IDXFormatError, read_idx

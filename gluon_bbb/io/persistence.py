@@ -1,8 +1,8 @@
 """Saving and restoring a :class:`~gluon_bbb.BBBTrainer` (what its checkpoint holds), and an
 ordinary network with its ``gluon.Trainer`` (:func:`save_plain_network`).
 
-The file format, and every check made while reading it, is :mod:`gluon_bbb.checkpoint`'s;
-the optimizer state is :mod:`gluon_bbb.optimizer_state`'s. A checkpoint holds:
+The file format, and every check made while reading it, is :mod:`gluon_bbb.io.checkpoint`'s;
+the optimizer state is :mod:`gluon_bbb.io.optimizer_state`'s. A checkpoint holds:
 
 * arrays: mu and rho of every weight tensor, the network's other non-trainable arrays
   (e.g. BatchNorm running statistics) as ``'net:<name>'``, and a learnable prior's
@@ -18,11 +18,11 @@ import mxnet as mx
 from mxnet import nd
 
 from . import optimizer_state
-from ._mxcompat import structural_parameters
+from .._mxcompat import structural_parameters
 from .checkpoint import (CheckpointError, checked_field, read_checkpoint, read_metadata,
                          write_checkpoint)
-from .posterior import GaussianNoise, trainable_parameters
-from .priors import prior_from_config
+from ..posterior import GaussianNoise, trainable_parameters
+from ..priors import prior_from_config
 
 __all__ = ["save_trainer", "load_trainer", "checkpoint_arrays", "save_plain_network",
            "load_plain_network"]
@@ -180,7 +180,7 @@ def load_plain_network(path, net, trainer, check_metadata=None, require_optimize
 
     Everything is read and checked before either changes: the arrays must be exactly the
     network's (names and shapes), ``check_metadata(metadata)`` may raise a
-    :class:`~gluon_bbb.checkpoint.CheckpointError`, and the optimizer state must fit the
+    :class:`~gluon_bbb.io.checkpoint.CheckpointError`, and the optimizer state must fit the
     trainer. A file without optimizer state leaves the optimizer as it is, unless
     ``require_optimizer``.
 

@@ -14,7 +14,7 @@ matrix (C the product of the other axes) and stored as
     (nnz,) the nonzero values, in the tensor's dtype.
 
 Tensors that are not pruned (biases, by default) are stored dense under their own name. The
-file is an ordinary :mod:`gluon_bbb.checkpoint` file (``kind`` ``"sparse-network"``), so it is
+file is an ordinary :mod:`gluon_bbb.io.checkpoint` file (``kind`` ``"sparse-network"``), so it is
 as safe to receive as a checkpoint: :func:`read_sparse` checks every index before it builds a
 dense array, and reports a bad file in one line.
 
@@ -153,7 +153,7 @@ def read_sparse(path, expected=None):
     expected : dict of str -> tuple, optional
         Name -> shape of the arrays the caller needs; the file must hold exactly these
         (checked before any array is built). Without it, the dense arrays may take at most
-        :data:`gluon_bbb.checkpoint.MAX_PAYLOAD_BYTES`.
+        :data:`gluon_bbb.io.checkpoint.MAX_PAYLOAD_BYTES`.
 
     Returns
     -------

@@ -13,7 +13,7 @@ p(y | x) = E_q(w)[p(y | x, w)], estimated by Monte Carlo over S weight samples w
 so its mutual information is 0), so that a plain MLP baseline (e.g. trained by
 :func:`gluon_bbb.baselines.train_deterministic`) can be compared with it. Entropies are in
 nats. Scoring the predictions against the truth (reliability diagrams, ECE, AUROC, refusal) is
-:mod:`gluon_bbb.calibration`, and their figures are in :mod:`gluon_bbb.plots`; both are
+:mod:`gluon_bbb.analysis.calibration`, and their figures are in :mod:`gluon_bbb.plots`; both are
 re-exported here, so ``uncertainty.expected_calibration_error`` and
 ``uncertainty.plot_reliability_diagrams`` keep working.
 """
@@ -22,12 +22,13 @@ from dataclasses import dataclass
 import numpy as np
 from mxnet import autograd, nd
 
-from . import predictive
-from ._checks import check_int
+from .. import predictive
+from .._checks import check_int
 from .calibration import (RefusalCurve, ReliabilityDiagram, auroc, expected_calibration_error,
                           most_uncertain, refuse_to_classify, reliability_diagram)
-from .context import resolve_context
-from .uncertainty_plots import plot_refusal_curves, plot_reliability_diagrams, plot_score_histograms
+from ..context import resolve_context
+from ..plots.uncertainty import (plot_refusal_curves, plot_reliability_diagrams,
+                                 plot_score_histograms)
 
 __all__ = [
     "Prediction",

@@ -12,7 +12,7 @@ A checkpoint is a zip archive (entries stored uncompressed) of:
 ``optimizer.bin`` (optional)
     The optimizer's arrays (Adam's moments, SGD's momentum), laid out the same way; its
     payload entry also carries the optimizer's JSON state (see
-    :mod:`gluon_bbb.optimizer_state`).
+    :mod:`gluon_bbb.io.optimizer_state`).
 
 Reading distrusts the file: before an entry is inflated, its declared size must equal what
 its manifest needs (and, where the caller says which arrays it expects, what the network
@@ -105,7 +105,7 @@ _TEMPORARY_NAME = re.compile(r".+\.[a-z0-9_]{8}\.tmp")
 def remove_stale_temporary_files(folder):
     """Delete the temporary files that writers killed mid-write left in ``folder``.
 
-    Only for a writer that holds the folder's lock (:mod:`gluon_bbb.runlock`): no other
+    Only for a writer that holds the folder's lock (:mod:`gluon_bbb.experiments.runlock`): no other
     process can be writing there. Returns the names removed.
     """
     removed = []
@@ -175,7 +175,7 @@ def write_checkpoint(path, arrays, metadata, optimizer=None):
     metadata : dict
         JSON-serialisable; must not use the key 'payloads'.
     optimizer : (dict, dict of str -> array), optional
-        The optimizer's JSON state and its arrays (:func:`gluon_bbb.optimizer_state.capture`).
+        The optimizer's JSON state and its arrays (:func:`gluon_bbb.io.optimizer_state.capture`).
     """
     if "payloads" in metadata:
         raise ValueError("metadata may not use the key 'payloads'")

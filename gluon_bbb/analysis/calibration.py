@@ -2,15 +2,15 @@
 calibration (reliability diagrams and the expected calibration error, Guo et al. 2017),
 out-of-distribution detection (AUROC) and refusing to classify.
 
-Every function takes plain arrays, e.g. :class:`gluon_bbb.uncertainty.Prediction`'s
+Every function takes plain arrays, e.g. :class:`gluon_bbb.analysis.uncertainty.Prediction`'s
 ``mean_probs`` and ``entropy``, so that a Bayes-by-Backprop network and an ordinary one are
-scored by the same code. All are re-exported by :mod:`gluon_bbb.uncertainty`.
+scored by the same code. All are re-exported by :mod:`gluon_bbb.analysis.uncertainty`.
 """
 from dataclasses import dataclass
 
 import numpy as np
 
-from ._checks import check_finite_1d, check_int
+from .._checks import check_finite_1d, check_int
 
 __all__ = ["ReliabilityDiagram", "RefusalCurve", "most_uncertain", "reliability_diagram",
            "expected_calibration_error", "auroc", "refuse_to_classify"]

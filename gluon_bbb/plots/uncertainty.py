@@ -1,4 +1,4 @@
-"""Figures of predictive uncertainty (:mod:`gluon_bbb.calibration`, :mod:`gluon_bbb.uncertainty`):
+"""Figures of predictive uncertainty (:mod:`gluon_bbb.analysis.calibration`, :mod:`gluon_bbb.analysis.uncertainty`):
 reliability diagrams, histograms of an uncertainty score, refusal curves.
 
 Like every plot of gluon_bbb (:mod:`gluon_bbb.plots`), each function draws into the axes it is
@@ -6,8 +6,8 @@ given or a new Figure, and returns the Figure.
 """
 import numpy as np
 
-from ._checks import check_finite_1d, check_mapping
-from .plots import axes_for
+from .._checks import check_finite_1d, check_mapping
+from .axes import axes_for
 
 __all__ = ["RELIABILITY_COLUMNS", "plot_reliability_diagrams", "plot_score_histograms",
            "plot_refusal_curves"]

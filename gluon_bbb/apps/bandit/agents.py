@@ -15,7 +15,7 @@ Both train with Adam (the default) or plain SGD, on costs summed over each minib
 optional elementwise gradient clipping.
 
 Both can be reseeded, saved and loaded, so a long run resumes exactly
-(:func:`gluon_bbb.bandit.run_bandit`).
+(:func:`gluon_bbb.apps.bandit.run_bandit`).
 """
 import math
 
@@ -23,17 +23,17 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon, nd
 
-from .. import weighting
-from .._checks import check_int, check_positive
-from ..context import resolve_context
-from ..fused_optimizers import adam as fused_adam, sgd as fused_sgd
-from ..loss import BBBLoss
-from ..models import mlp
-from ..persistence import load_plain_network, save_plain_network
-from ..posterior import assign_arrays
-from ..priors import Prior, ScaleMixturePrior
-from ..trainer import BBBTrainer
-from ..uncertainty import sample_network_outputs
+from ... import weighting
+from ..._checks import check_int, check_positive
+from ...context import resolve_context
+from ...fused.optimizers import adam as fused_adam, sgd as fused_sgd
+from ...loss import BBBLoss
+from ...models import mlp
+from ...io.persistence import load_plain_network, save_plain_network
+from ...posterior import assign_arrays
+from ...priors import Prior, ScaleMixturePrior
+from ...trainer import BBBTrainer
+from ...analysis.uncertainty import sample_network_outputs
 from .environment import EAT, NUM_ACTIONS, PASS, action_inputs
 
 __all__ = ["ReplayBuffer", "ThompsonAgent", "EpsilonGreedyAgent"]
@@ -185,7 +185,7 @@ class _NetworkAgent:
 
     def load(self, path):
         """Restore a :meth:`save` file into this agent, checking it first; returns its
-        ``extra``. A bad file raises a :class:`~gluon_bbb.checkpoint.CheckpointError`
+        ``extra``. A bad file raises a :class:`~gluon_bbb.io.checkpoint.CheckpointError`
         (a ValueError) naming it, and leaves the agent unchanged."""
         raise NotImplementedError
 

@@ -5,7 +5,7 @@ MXNet's own loader (``nd.load``, ``Block.load_parameters``) parses a file in C++
 damaged one with a raw ``MXNetError`` from deep inside the library; a crafted header can also
 ask it for an arbitrarily large allocation. :func:`loads` checks every declared count, shape
 and size against the bytes actually present before it allocates anything, and raises one
-:class:`NDFileError` (a ValueError) that says what is wrong; :mod:`gluon_bbb.checkpoint` adds
+:class:`NDFileError` (a ValueError) that says what is wrong; :mod:`gluon_bbb.io.checkpoint` adds
 the file's name.
 
 The format (``src/ndarray/ndarray.cc`` of MXNet 1.x), little-endian::

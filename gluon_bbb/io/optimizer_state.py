@@ -3,9 +3,9 @@
 MXNet saves optimizer state with ``pickle`` (``Trainer.save_states``), and loading such a file
 runs whatever code it holds. This module stores it as data instead, for the optimizers
 gluon_bbb trains with: ``mx.optimizer.Adam`` and
-:class:`gluon_bbb.fused_optimizers.FusedAdam` (the first and second moments of every tensor;
+:class:`gluon_bbb.fused.optimizers.FusedAdam` (the first and second moments of every tensor;
 their states are interchangeable) and ``mx.optimizer.SGD`` and
-:class:`gluon_bbb.fused_optimizers.FusedSGD` with or without momentum (the momentum of every
+:class:`gluon_bbb.fused.optimizers.FusedSGD` with or without momentum (the momentum of every
 tensor, or none):
 
 * arrays ``"<index>/<k>"``: the k-th array of the state of parameter ``index``;
@@ -22,10 +22,9 @@ import numbers
 import mxnet as mx
 from mxnet import nd
 
-from ._mxcompat import (set_update_counts, trainer_parameters, trainer_updaters,
-                        update_counts)
+from .._mxcompat import set_update_counts, trainer_parameters, trainer_updaters, update_counts
 from .checkpoint import CheckpointError, checked_field
-from .fused_optimizers import FusedAdam, FusedSGD
+from ..fused.optimizers import FusedAdam, FusedSGD
 
 __all__ = ["FAMILIES", "family", "capture", "restore"]
 
@@ -53,7 +52,7 @@ def capture(trainer):
     Returns
     -------
     (dict, dict of str -> NDArray) or None
-        JSON state and arrays, for :func:`gluon_bbb.checkpoint.write_checkpoint`.
+        JSON state and arrays, for :func:`gluon_bbb.io.checkpoint.write_checkpoint`.
     """
     optimizer = trainer.optimizer
     name = family(optimizer)

@@ -10,7 +10,7 @@ import numpy as np
 import mxnet as mx
 from mxnet import nd
 
-from .fused import fused_status
+from .build import fused_status
 
 __all__ = ["FusedAdam", "FusedSGD", "FUSED_OPTIMIZERS", "fused_optimizer", "adam", "sgd"]
 

@@ -16,8 +16,8 @@ import logging
 import os
 import time
 
-from ._checks import check_int
-from .checkpoint import remove_stale_temporary_files
+from .._checks import check_int
+from ..io.checkpoint import remove_stale_temporary_files
 
 __all__ = ["LOCK_FILE", "RunFolderBusyError", "RunFolderLock", "waiting_lock", "meet_workers"]
 

@@ -31,13 +31,13 @@ import zipfile
 import numpy as np
 from mxnet import gluon, nd
 
-from ._checks import check_int
-from .baselines import evaluate_deterministic
-from .paramfile import (load_parameter_file, save_parameter_file, set_parameter_arrays,
-                        structural_parameters)
-from .context import resolve_context
-from .posterior import assign_arrays, trainable_parameters
-from .sparse_weights import read_sparse, sparse_nbytes, write_sparse
+from .._checks import check_int
+from ..baselines import evaluate_deterministic
+from ..io.paramfile import (load_parameter_file, save_parameter_file, set_parameter_arrays,
+                            structural_parameters)
+from ..context import resolve_context
+from ..posterior import assign_arrays, trainable_parameters
+from ..io.sparse_weights import read_sparse, sparse_nbytes, write_sparse
 
 __all__ = [
     "METHODS",
@@ -244,7 +244,7 @@ class PrunedNetwork:
         sparse : bool
             False: a plain Gluon parameter file (``net.save_parameters``), which loads without
             gluon_bbb by ``net.load_parameters(path)`` into a network of the same architecture.
-            True: the pruned tensors in CSR form (:mod:`gluon_bbb.sparse_weights`), the others
+            True: the pruned tensors in CSR form (:mod:`gluon_bbb.io.sparse_weights`), the others
             dense; its array data is :attr:`sparse_nbytes` bytes.
         """
         if sparse:
@@ -343,7 +343,7 @@ def load_pruned(path, net, ctx=None, include_bias=False):
 
     Raises
     ------
-    FileNotFoundError, gluon_bbb.checkpoint.CheckpointError
+    FileNotFoundError, gluon_bbb.io.checkpoint.CheckpointError
         A missing file, or one that is damaged or for another network (named).
     """
     if not isinstance(net, gluon.Block):

@@ -13,7 +13,7 @@ of a step is the oracle's reward minus the agent's.
 """
 import numpy as np
 
-from .._checks import check_int
+from ..._checks import check_int
 
 __all__ = [
     "PASS",
@@ -47,7 +47,7 @@ class MushroomBandit:
     Parameters
     ----------
     contexts : array_like, (N, F)
-        One-hot mushroom attributes, e.g. :func:`gluon_bbb.mushroom.load_mushroom`'s.
+        One-hot mushroom attributes, e.g. :func:`gluon_bbb.data.mushroom.load_mushroom`'s.
     edible : array_like of bool, (N,)
     """
 

@@ -21,14 +21,14 @@ from collections import namedtuple
 import numpy as np
 from mxnet import gluon, nd
 
-from ._checks import check_int
-from ._math import softplus
-from .baselines import prepare_network, run_epochs
-from .context import resolve_context
-from .loss import BBBLoss
-from .plots import axes_for
-from .trainer import BBBTrainer
-from .uncertainty import sample_network_outputs
+from .._checks import check_int
+from .._math import softplus
+from ..baselines import prepare_network, run_epochs
+from ..context import resolve_context
+from ..loss import BBBLoss
+from ..plots import axes_for
+from ..trainer import BBBTrainer
+from ..analysis.uncertainty import sample_network_outputs
 
 __all__ = [
     "NOISE_STD",

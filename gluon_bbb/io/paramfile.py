@@ -1,5 +1,5 @@
 """Gluon parameter files (``Block.save_parameters``), written atomically and read distrustfully:
-parsed by :mod:`gluon_bbb.ndfile` and checked against the network before anything is loaded."""
+parsed by :mod:`gluon_bbb.io.ndfile` and checked against the network before anything is loaded."""
 import os
 
 import mxnet as mx
@@ -7,7 +7,7 @@ import numpy as np
 from mxnet import nd
 
 from . import ndfile
-from ._mxcompat import structural_parameters
+from .._mxcompat import structural_parameters
 from .checkpoint import MAX_PAYLOAD_BYTES, CheckpointError, atomic_write_bytes
 
 __all__ = ["save_parameter_file", "load_parameter_file", "set_parameter_arrays",
@@ -31,7 +31,7 @@ def save_parameter_file(net, path):
 def load_parameter_file(net, path, ctx=None):
     """Load a Gluon parameter file (``save_parameters``) into ``net``, distrustfully.
 
-    Like ``net.load_parameters(path, ctx)``, but the file is parsed by :mod:`gluon_bbb.ndfile`
+    Like ``net.load_parameters(path, ctx)``, but the file is parsed by :mod:`gluon_bbb.io.ndfile`
     and checked against the network first: it must hold exactly the network's parameters,
     with their shapes (where the network knows them) and float dtypes.
 

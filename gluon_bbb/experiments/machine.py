@@ -8,8 +8,8 @@ import platform
 import mxnet as mx
 import numpy as np
 
-from .context import resolve_context
-from .version import __version__
+from ..context import resolve_context
+from ..version import __version__
 
 __all__ = ["machine_info", "resident_memory", "heap_in_use"]
 

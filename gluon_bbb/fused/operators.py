@@ -1,0 +1,201 @@
+"""The fused operators' Python API: the variational sample with its complexity, the finite
+guard, the Gaussian sample of the local reparameterisation, and the choice of path."""
+import logging
+
+import numpy as np
+from mxnet import nd
+
+from ..priors import GaussianPrior, ScaleMixturePrior
+from .build import NORMAL_OP_NAME, OP_NAME, fused_status, load_fused_op
+
+__all__ = ["FiniteGuard", "fused_path", "variational_sample", "finite_guard", "normal_sample",
+           "prior_attributes"]
+
+logger = logging.getLogger(__name__)
+
+
+def prior_attributes(prior):
+    """The operator's attributes for a prior (floats written with full precision; a learned
+    prior's current values, read once)."""
+    if isinstance(prior, (ScaleMixturePrior, GaussianPrior)):
+        kind = "mixture" if isinstance(prior, ScaleMixturePrior) else "gaussian"
+        return {"prior": kind, **{name: repr(value) for name, value in prior.values().items()}}
+    raise TypeError(f"the fused operator supports GaussianPrior and ScaleMixturePrior, got {prior!r}")
+
+
+def variational_sample(mus, rhos, prior, epsilons=None, key=None):
+    """w = mu + softplus(rho) * eps and the complexity of Eq. (8), in one fused operator.
+
+    **Noise.** eps is counter-based: value j of tensor k is a fixed function of (key, k, j)
+    (Philox4x32-10 and Box-Muller; see the operator's source), so it does not depend on the
+    number of threads. Each call takes a fresh 64-bit key from MXNet's seeded CPU generator,
+    so ``mx.random.seed`` reproduces every later call.
+
+    Parameters
+    ----------
+    mus, rhos : lists of K NDArrays on the CPU, float32 or float64, pairwise the same shape
+    prior : GaussianPrior or ScaleMixturePrior
+    epsilons : list of K NDArrays, optional
+        Use this noise instead of drawing it (for tests and cross-checks).
+    key : int in [0, 2^64), optional
+        Draw eps under this key instead of one from MXNet's generator (which is then left
+        untouched): the same key gives the same eps.
+
+    Returns
+    -------
+    weights : list of K NDArrays, the sample w
+    complexity : NDArray, (1,), sum over all weights of log q(w | theta) - log P(w)
+    epsilons : list of K NDArrays, the noise used
+    """
+    load_fused_op()
+    if len(mus) != len(rhos) or not mus:
+        raise ValueError(f"need one rho per mu, got {len(mus)} mu and {len(rhos)} rho")
+    inputs = list(mus) + list(rhos)
+    if epsilons is not None:
+        if len(epsilons) != len(mus):
+            raise ValueError(f"need one eps per mu, got {len(epsilons)} eps and {len(mus)} mu")
+        inputs += list(epsilons)
+    outputs = getattr(nd, OP_NAME)(*inputs, num_tensors=len(mus),
+                                   eps_given=int(epsilons is not None), **prior_attributes(prior),
+                                   **_key_attribute(key))
+    k = len(mus)
+    return list(outputs[:k]), outputs[k], list(outputs[k + 1:])
+
+
+def finite_guard(cost, grads):
+    """Zero every gradient in place, on the device, if the cost or any gradient is not finite.
+
+    Parameters
+    ----------
+    cost : NDArray, (1,)
+    grads : list of NDArrays (float32 or float64, on the CPU)
+
+    Returns
+    -------
+    NDArray, (1,): 1 if everything was finite, else 0 (and the gradients are now zero).
+    """
+    load_fused_op()
+    return nd.gluon_bbb_finite_guard(cost, *grads, num_tensors=len(grads))
+
+
+class FiniteGuard:
+    """A step's non-finite check, on either path: zero every gradient of ``params`` in place, on
+    the device and without a host sync, if the cost or any gradient is not finite.
+
+    A NaN in the input can leave the cost finite (a ReLU maps it to 0) and still poison the
+    gradients, so the check covers the cost and every gradient; mu and rho therefore never
+    receive NaN or inf. The fused operator (:func:`finite_guard`) does it in one pass; the
+    pure-MXNet path reduces each gradient with a BLAS dot product (NaN and inf propagate;
+    0.03 ms per million values, against 17 ms for ``multi_all_finite`` in this wheel).
+
+    Parameters
+    ----------
+    params : list of gluon Parameters
+    fused : bool
+        Use the fused operator.
+    ctx : mx.Context
+    """
+
+    def __init__(self, params, fused, ctx):
+        self.params, self.fused = list(params), fused
+        if not fused:
+            self.zeros = [nd.zeros(p.shape, ctx=ctx, dtype=p.dtype) for p in self.params]
+            self.ones = [nd.ones((int(np.prod(p.shape)),), ctx=ctx, dtype=p.dtype)
+                         for p in self.params]
+
+    def __call__(self, cost):
+        """Returns the (1,) finite flag, 1 or 0 (and then every gradient is zero)."""
+        grads = [param.grad() for param in self.params]
+        if self.fused:
+            return finite_guard(cost, grads)
+        reductions = [nd.dot(g.reshape((-1,)), ones) for g, ones in zip(grads, self.ones)]
+        finite = nd.contrib.isfinite(cost + 0 * nd.add_n(*reductions))
+        for grad, zeros in zip(grads, self.zeros):
+            nd.where(nd.broadcast_to(finite, shape=(grad.shape[0],)), grad, zeros, out=grad)
+        return finite
+
+
+def fused_path(ctx, dtype, params, requested=None, learnable_prior=False):
+    """Whether a trainer's steps can use the fused operator, and why not; logs the reason
+    when falling back.
+
+    Parameters
+    ----------
+    ctx : mx.Context
+    dtype : str, the posterior's
+    params : list of gluon Parameters, mu and rho
+    requested : bool or None
+        None: use it when it is available. False: never. True: require it.
+    learnable_prior : bool
+        The prior is trained: the operator's complexity has no gradient with respect to it.
+
+    Returns
+    -------
+    (bool, str): (True, '') or (False, the reason).
+
+    Raises
+    ------
+    RuntimeError
+        ``requested`` is True and the operator cannot be used.
+    """
+    if requested is False:
+        return False, "fused=False was requested"
+    if ctx.device_type != "cpu":
+        reason = f"the fused operator runs on the CPU only, the context is {ctx}"
+    elif dtype not in ("float32", "float64"):
+        reason = f"the fused operator supports float32 and float64, not {dtype}"
+    elif any(p.grad_req == "add" for p in params):
+        reason = "the fused operator cannot accumulate gradients (grad_req='add')"
+    elif learnable_prior:
+        reason = ("the prior is learnable, and the fused operator's complexity has no gradient "
+                  "with respect to the prior's parameters")
+    else:
+        reason = fused_status().reason
+    if not reason:
+        return True, ""
+    if requested:
+        raise RuntimeError(f"fused=True, but {reason}")
+    logger.warning("gluon_bbb: using the pure-MXNet path: %s", reason)
+    return False, reason
+
+
+def normal_sample(mean, std=None, variance=None, key=None):
+    """out = mean + std * eps with eps ~ N(0, 1), elementwise, in one fused operator.
+
+    The noise is drawn as in :func:`variational_sample` (counter-based, keyed from MXNet's
+    seeded CPU generator at each call, or by ``key``), so ``mx.random.seed`` reproduces it
+    whatever the number of threads. It is the sampling step of the local
+    reparameterisation trick (Kingma, Salimans & Welling 2015, "Variational Dropout and the
+    Local Reparameterization Trick"): the pre-activations of a Dense layer are Gaussian under
+    q(w | theta) and can be drawn directly from their mean and variance. No gradient.
+
+    Parameters
+    ----------
+    mean : NDArray, any shape, float32 or float64, on the CPU
+    std : NDArray, the shape and dtype of ``mean``, >= 0
+    variance : NDArray, the shape and dtype of ``mean``, >= 0
+        Give exactly one of ``std`` and ``variance``; with ``variance`` the square root is
+        taken inside the operator (a negative variance gives NaN).
+    key : int in [0, 2^64), optional
+        As in :func:`variational_sample`.
+
+    Returns
+    -------
+    NDArray, the shape and dtype of ``mean``
+    """
+    load_fused_op()
+    if (std is None) == (variance is None):
+        raise ValueError("give exactly one of std and variance")
+    scale, scale_is = (std, "std") if variance is None else (variance, "variance")
+    if tuple(scale.shape) != tuple(mean.shape):
+        raise ValueError(f"{scale_is} has shape {tuple(scale.shape)}, the mean {tuple(mean.shape)}")
+    return getattr(nd, NORMAL_OP_NAME)(mean, scale, scale_is=scale_is, **_key_attribute(key))
+
+
+def _key_attribute(key):
+    """The operators' attribute ``key`` for an explicit key, or none for a drawn one."""
+    if key is None:
+        return {}
+    if isinstance(key, bool) or not isinstance(key, (int, np.integer)) or not 0 <= key < 2**64:
+        raise ValueError(f"key must be an integer in [0, 2^64), got {key!r}")
+    return {"key": str(int(key))}
