@@ -21,8 +21,7 @@ from tqdm import tqdm
 
 from ._checks import check_int
 from .context import resolve_context
-from .seeding import epoch_seed
-from .epochs import NonFiniteLossError, checked_learning_rate
+from .epochs import NonFiniteLossError, checked_learning_rate, epoch_seed
 
 __all__ = ["train_deterministic", "evaluate_deterministic", "run_epochs", "classification_cost",
            "prepare_network"]
@@ -125,7 +124,7 @@ def run_epochs(net, trainer, train_data, num_epochs, cost, first_epoch=0, eval_d
         A tqdm progress bar.
     seed : int, optional
         Reseed MXNet's generator for ``ctx`` from (seed, epoch) (stream 1 of
-        :func:`gluon_bbb.seeding.epoch_seed`) before every epoch, so dropout masks are the
+        :func:`gluon_bbb.epochs.epoch_seed`) before every epoch, so dropout masks are the
         same in a resumed run as in an uninterrupted one.
     mean_gradient : bool
         True: each step follows the gradient of the minibatch's mean loss (``step(batch

@@ -1,14 +1,44 @@
-"""The per-epoch bookkeeping of :meth:`gluon_bbb.BBBTrainer.fit`: per-step statistics summed on
-the device (one host sync per epoch), the checks at an epoch's end, the learning-rate
-schedule's check and the readable log line."""
+"""What happens at each epoch of :meth:`gluon_bbb.BBBTrainer.fit` besides the steps: the
+epoch's seed, per-step statistics summed on the device (one host sync per epoch), the checks
+at an epoch's end, the learning-rate schedule's check and the readable log line.
+
+**Seeds.** Anything random that a run does in epoch e (the weight noise, dropout masks, the
+minibatch order) is seeded from (seed, e) at the start of that epoch (:func:`epoch_seed`), so a
+run resumed at epoch e draws what an uninterrupted run draws. Independent streams of one run
+use different ``stream`` numbers.
+"""
 import math
 import time
 import warnings
 
+import numpy as np
 from mxnet import gluon, nd
 
-__all__ = ["NonFiniteLossError", "StepStatistics", "EpochTotals", "finish_epoch_checks",
-           "checked_learning_rate", "epoch_line"]
+__all__ = ["epoch_seed", "NonFiniteLossError", "StepStatistics", "EpochTotals",
+           "finish_epoch_checks", "checked_learning_rate", "epoch_line"]
+
+#: Seeds are kept below this, the bound of ``mx.random.seed`` and NumPy's legacy seeding.
+SEED_BOUND = 2**31 - 1
+
+
+def epoch_seed(seed, epoch, stream=0):
+    """A seed in [0, 2^31 - 1) for epoch ``epoch`` of a run seeded with ``seed``.
+
+    Parameters
+    ----------
+    seed, epoch : int
+    stream : int
+        0 for the trainer's weight noise; other numbers for other streams of the same run
+        (1: the dropout masks of the deterministic baselines; 2: the bandit agents' segments,
+        with ``epoch`` the segment).
+
+    Returns
+    -------
+    int
+    """
+    entropy = [int(seed), int(epoch)] + ([int(stream)] if stream else [])
+    return int(np.random.SeedSequence(entropy).generate_state(1)[0] % SEED_BOUND)
+
 
 
 class NonFiniteLossError(FloatingPointError):

@@ -25,14 +25,14 @@ from .io import persistence
 from . import predictive
 from .context import resolve_context
 from .estimators import LayerEstimators, check_estimator
-from .epochs import EpochTotals, NonFiniteLossError, checked_learning_rate, epoch_line
+from .epochs import (EpochTotals, NonFiniteLossError, checked_learning_rate, epoch_line,
+                     epoch_seed)
 from .fused import FiniteGuard, fused_path, variational_sample
 from .fused.optimizers import fused_optimizer
 from ._math import softplus
 from .loss import BBBLoss
 from .posterior import GaussianNoise, VariationalPosterior, assign_arrays
 from .predictive import SAMPLING_METHODS
-from .seeding import epoch_seed
 from .weighting import kl_weights
 
 __all__ = ["BBBTrainer", "NonFiniteLossError", "SAMPLING_METHODS"]

@@ -125,6 +125,17 @@ def test_the_readme_layout_table_names_every_module():
     assert not missing, f"README's layout table does not name {missing}"
 
 
+def test_the_core_sits_at_the_top_and_the_rest_in_subpackages():
+    """At most 16 modules directly in gluon_bbb/ (the core); every subpackage is a folder with
+    an __init__.py that says what it is for."""
+    top = sorted(path.name for path in PACKAGE.glob("*.py") if path.name != "__init__.py")
+    assert len(top) <= 16, top
+    for folder in sorted(p for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__"):
+        init = folder / "__init__.py"
+        assert init.is_file(), folder
+        assert ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))), init
+
+
 def test_no_python_module_is_much_over_500_lines():
     long = {path.relative_to(PACKAGE).as_posix(): n for path in _modules()
             if (n := len(path.read_text(encoding="utf-8").splitlines())) > 520}
@@ -137,7 +148,10 @@ def test_importing_the_package_does_not_import_optuna_or_matplotlib():
     load when a figure is drawn."""
     import subprocess
     import sys
-    code = ("import sys, gluon_bbb, gluon_bbb.experiments; assert 'optuna' not in sys.modules; "
+    code = ("import sys, gluon_bbb; loaded = {m.split('.')[1] for m in sys.modules "
+            "if m.startswith('gluon_bbb.')}; "
+            "assert not loaded & {'experiments', 'apps', 'analysis', 'plots', 'cli'}, loaded; "
+            "import gluon_bbb.experiments; assert 'optuna' not in sys.modules; "
             "assert not {'matplotlib', 'seaborn'} & set(sys.modules), 'matplotlib loaded'; "
             "gluon_bbb.plots.axes_for(); assert 'matplotlib' in sys.modules; "
             "gluon_bbb.experiments.search_space(); assert 'optuna' not in sys.modules; "

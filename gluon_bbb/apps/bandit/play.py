@@ -11,7 +11,7 @@ from tqdm import tqdm
 
 from ..._checks import check_int
 from ...plots import axes_for
-from ...seeding import epoch_seed
+from ...epochs import epoch_seed
 from .environment import NUM_ACTIONS, action_inputs
 
 __all__ = ["SEGMENT_STEPS", "BanditHistory", "run_bandit", "replay_history",
@@ -51,7 +51,7 @@ class BanditHistory:
 
 #: Agents are reseeded at the start of every block of this many steps (see :func:`run_bandit`).
 SEGMENT_STEPS = 1000
-#: The :func:`~gluon_bbb.seeding.epoch_seed` stream of the agents' per-segment seeds.
+#: The :func:`~gluon_bbb.epochs.epoch_seed` stream of the agents' per-segment seeds.
 SEGMENT_SEED_STREAM = 2
 
 
