@@ -25,7 +25,7 @@ setup(
     packages=find_packages(include=["gluon_bbb", "gluon_bbb.*"]),
     # The fused operator's C++ source; it is compiled on first use, never shipped built.
     package_data={"gluon_bbb.fused": ["*.cc"]},
-    python_requires=">=3.9",  # Optuna 5; tested on 3.11
+    python_requires=">=3.9",  # tested on 3.11
     install_requires=[
         "mxnet==1.9.1",
         # mxnet 1.9.1 uses np.bool, which numpy 1.24 removed.
@@ -33,15 +33,15 @@ setup(
         "matplotlib>=3.3",
         "seaborn>=0.11",
         "tqdm>=4.40",
-        # the search: a study in SQLite by default (heartbeat and retry APIs of Optuna 5)
-        "optuna>=5.0,<6",
     ],
     extras_require={
+        # gluon-bbb search: a study in SQLite by default (heartbeat and retry APIs of Optuna 5)
+        "search": ["optuna>=5.0,<6"],
         # a search study on a PostgreSQL server (--storage postgresql://...)
-        "postgresql": ["psycopg[binary]>=3.1"],
+        "postgresql": ["optuna>=5.0,<6", "psycopg[binary]>=3.1"],
         # the rendered book (docs/): sphinx-build -W -b html docs docs/_build/html
         "docs": ["sphinx>=7", "myst-nb>=1.0"],
-        "test": ["pytest>=7", "nbclient>=0.7", "nbformat>=5", "ipykernel>=6",
+        "test": ["optuna>=5.0,<6", "pytest>=7", "nbclient>=0.7", "nbformat>=5", "ipykernel>=6",
                  "psycopg[binary]>=3.1", "sphinx>=7", "myst-nb>=1.0"],
     },
     entry_points={"console_scripts": ["gluon-bbb=gluon_bbb.cli:main"]},

@@ -272,3 +272,16 @@ def test_python_dash_m_exit_code_without_traceback():
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
     assert result.stderr.startswith("gluon-bbb: error: ") and "Traceback" not in result.stderr
+
+
+def test_the_search_without_optuna_says_which_extra_to_install(tmp_path):
+    """Optuna is the ``search`` extra: without it the other commands start, and the search
+    fails in one line naming the extra (exit status 2)."""
+    code = ("import sys; sys.modules['optuna'] = None\n"  # an import of optuna now fails
+            "from gluon_bbb.cli import main\n"
+            "assert main(['--version']) == 0\n"
+            f"sys.exit(main(['search', '--epochs', '1', '--output-dir', {str(tmp_path / 's')!r}]))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "gluon-bbb: error: the search needs Optuna: pip install 'gluon_bbb[search]'")

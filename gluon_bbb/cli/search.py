@@ -10,8 +10,7 @@ import sys
 import tempfile
 
 from ..context import resolve_context
-from ..experiments import configs, search_report, spaces
-from ..experiments import search as optuna_search
+from ..experiments import configs, spaces
 from .common import (MC_SAMPLES, PROG, add_common, add_overrides, add_training_options, log_to,
                      number, overrides_of)
 
@@ -63,10 +62,10 @@ def add_parsers(commands):
                         help="optimizers to search; None keeps the base's")
     search.add_argument("--lr-decay", type=float, nargs="+", default=None,
                         help="per-epoch learning-rate decays to search; None keeps the base's")
-    search.add_argument("--sampler", choices=optuna_search.SAMPLERS, default="grid",
+    search.add_argument("--sampler", choices=spaces.SAMPLERS, default="grid",
                         help="grid: every setting once (or a seeded sample of --max-trials); "
                              "tpe or random: --max-trials sampled settings")
-    search.add_argument("--pruner", choices=optuna_search.PRUNERS, default="hyperband",
+    search.add_argument("--pruner", choices=spaces.PRUNERS, default="hyperband",
                         help="stop unpromising trials early on their per-epoch validation error")
     search.add_argument("--max-trials", type=number(int, 1, True), default=None,
                         help="distinct settings of tpe/random (a setting drawn again replays its "
@@ -108,6 +107,18 @@ def add_parsers(commands):
     report.set_defaults(func=search_report_command, command_line=None)
 
 
+def _optuna_modules():
+    """The search and its report, which need Optuna (the ``search`` extra): imported when a
+    search command runs, so the other commands start without it."""
+    try:
+        from ..experiments import search, search_report
+    except ModuleNotFoundError as error:
+        if error.name and error.name.split(".")[0] in ("optuna", "sqlalchemy"):
+            raise ValueError("the search needs Optuna: pip install 'gluon_bbb[search]'") from None
+        raise
+    return search, search_report
+
+
 def _space(args):
     keys = dict.fromkeys(key for kind_keys in spaces.SPACE_KEYS.values() for key in kind_keys)
     values = {key: getattr(args, key) for key in keys if getattr(args, key) is not None}
@@ -125,6 +136,7 @@ def search_command(args):
             print(spaces.format_setting(setting))
         return 0
     resolve_context(args.ctx)
+    optuna_search, _ = _optuna_modules()
     options = dict(base=args.base, overrides=overrides_of(args), sampler=args.sampler,
                    pruner=args.pruner, max_trials=args.max_trials, seed=args.search_seed,
                    storage=args.storage, heartbeat_interval=args.heartbeat,
@@ -152,6 +164,7 @@ def search_command(args):
 def _spawn_workers(args, space, options):
     """Create the study here (so its grid is enqueued once), then run ``--workers`` copies of
     this command, each one worker; the exit code is the worst of theirs."""
+    optuna_search, search_report = _optuna_modules()
     url = optuna_search.storage_url(args.output_dir, args.storage)
     storage = optuna_search.open_storage(url, args.heartbeat)
     settings = optuna_search.study_settings(space, args.epochs, options["base"],
@@ -178,6 +191,7 @@ def _spawn_workers(args, space, options):
 
 
 def _print_summary(study, output_dir):
+    _, search_report = _optuna_modules()
     rows = search_report.trial_rows(study)
     counts = {}
     for row in rows:
@@ -194,6 +208,7 @@ def _print_summary(study, output_dir):
 def search_report_command(args):
     """``gluon-bbb search-report``: writes search.md and the figures; prints search.md (or,
     with ``--print-best``, only the best setting)."""
+    _, search_report = _optuna_modules()
     if args.print_best:
         print(search_report.best_setting(search_report.load_search(args.search_dir,
                                                                    args.storage)))

@@ -48,8 +48,8 @@ from .configs import get_config, run_kind
 from .protocol import run
 from .runfolder import FILES, checkpoint_metadata
 from .runners import loaders_for
-from .spaces import (SPACE_KEYS, grid_settings, sample_settings, search_kind, search_space,
-                     trial_name)
+from .spaces import (PRUNERS, SAMPLERS, SPACE_KEYS, grid_settings, sample_settings, search_kind,
+                     search_space, trial_name)
 
 __all__ = ["SPACE_KEYS", "search_kind", "SAMPLERS", "PRUNERS", "STUDY_NAME", "TRIALS",
            "grid_settings", "sample_settings", "search_space", "trial_name", "storage_url", "open_storage",
@@ -57,11 +57,6 @@ __all__ = ["SPACE_KEYS", "search_kind", "SAMPLERS", "PRUNERS", "STUDY_NAME", "TR
 
 logger = logging.getLogger(__name__)
 
-
-SAMPLERS = ("grid", "tpe", "random")
-
-
-PRUNERS = ("hyperband", "median", "none")
 
 
 STUDY_NAME = "gluon-bbb-search"

@@ -13,8 +13,14 @@ import numpy as np
 from .._checks import check_int
 from .configs import CONFIGS, PAPER_GRID, SEARCH_KEYS, check_hyperparameter
 
-__all__ = ["SPACE_KEYS", "search_kind", "search_space", "grid_settings", "sample_settings",
-           "trial_name", "format_setting"]
+__all__ = ["SPACE_KEYS", "SAMPLERS", "PRUNERS", "search_kind", "search_space", "grid_settings",
+           "sample_settings", "trial_name", "format_setting"]
+
+#: How a search picks its next setting: the whole grid in a fixed order, Optuna's TPE, or at
+#: random.
+SAMPLERS = ("grid", "tpe", "random")
+#: How a search stops hopeless trials early: Hyperband, the median rule, or never.
+PRUNERS = ("hyperband", "median", "none")
 
 
 #: The keys a search may vary, per kind of base configuration (:func:`search_kind`): for the
