@@ -183,6 +183,39 @@ def test_noise_is_uncorrelated_across_chunks_tensors_calls_and_seeds():
     assert np.all(np.abs(chunk_means) < 5 / math.sqrt(shape[1]))
 
 
+@pytest.mark.parametrize("prior", PRIORS, ids=["gaussian", "mixture"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_noise_drawn_again_in_the_backward_pass_gives_the_same_gradients(prior, dtype):
+    """Without eps among its outputs (the training step's call) the operator's backward pass
+    draws eps again from the key it output: values and gradients equal those of the call that
+    returns eps, bit for bit, and hybridized the same."""
+    rng = np.random.default_rng(4)
+    shapes = [(300, 70), (70,), (9, 8193)]  # several chunks, an odd tail
+    upstream = [nd.array(rng.normal(size=s), dtype=dtype) for s in shapes]
+
+    def run(return_eps, seed=8):
+        mus = [nd.array(rng_values(s, 0.5, k), dtype=dtype) for k, s in enumerate(shapes)]
+        rhos = [nd.array(rng_values(s, 1.0, k + 9) - 4, dtype=dtype) for k, s in enumerate(shapes)]
+        for array in mus + rhos:
+            array.attach_grad()
+        mx.random.seed(seed)
+        with autograd.record():
+            weights, complexity, eps = fused.variational_sample(mus, rhos, prior,
+                                                                return_eps=return_eps)
+            objective = 0.01 * complexity + nd.add_n(
+                *[nd.sum(w * g) for w, g in zip(weights, upstream)])
+        objective.backward()
+        assert (eps is None) != return_eps
+        return [a.asnumpy() for a in weights + [complexity] + [p.grad for p in mus + rhos]]
+
+    for kept, redrawn in zip(run(True), run(False)):
+        np.testing.assert_array_equal(kept, redrawn)
+
+
+def rng_values(shape, scale, seed):
+    return np.random.default_rng(seed).normal(scale=scale, size=shape)
+
+
 def _values_and_gradients(prior, dtype, path):
     """w, complexity and d/d(mu, rho) of 0.01 * complexity + sum(w * upstream), float64 out."""
     rng = np.random.default_rng(0)
@@ -403,12 +436,14 @@ def test_trainer_uses_the_fused_optimizer(name, fused_class):
     trainer = BBBTrainer(net, BBBLoss(GaussianPrior(1.0)), optimizer=name,
                          optimizer_params={"learning_rate": 0.1, "momentum": 0.9}
                          if name.lower() == "sgd" else None)
-    optimizer = trainer.trainer.optimizer
+    optimizer = trainer.gluon_trainer.optimizer
     assert type(optimizer) is getattr(fused_optimizers, fused_class)
     if name.lower() == "sgd":
         assert optimizer.momentum == 0.9 and optimizer.learning_rate == 0.1
     plain = BBBTrainer(net, BBBLoss(GaussianPrior(1.0)), optimizer=name, fused=False)
-    assert type(plain.trainer.optimizer) in (mx.optimizer.Adam, mx.optimizer.SGD)
+    assert type(plain.gluon_trainer.optimizer) in (mx.optimizer.Adam, mx.optimizer.SGD)
+    with pytest.warns(DeprecationWarning, match="use BBBTrainer.gluon_trainer"):
+        assert plain.trainer is plain.gluon_trainer  # the old name
 
 
 def test_trainer_uses_the_fused_path_and_fused_adam():
@@ -416,7 +451,7 @@ def test_trainer_uses_the_fused_path_and_fused_adam():
     net.initialize()
     trainer = BBBTrainer(net, BBBLoss(GaussianPrior(1.0)))
     assert trainer.fused and trainer.fused_reason == ""
-    assert isinstance(trainer.trainer._optimizer, fused_optimizers.FusedAdam)
+    assert isinstance(trainer.gluon_trainer._optimizer, fused_optimizers.FusedAdam)
 
 
 def test_fallback_is_visible(monkeypatch, caplog):

@@ -23,7 +23,7 @@ def prior_attributes(prior):
     raise TypeError(f"the fused operator supports GaussianPrior and ScaleMixturePrior, got {prior!r}")
 
 
-def variational_sample(mus, rhos, prior, epsilons=None, key=None):
+def variational_sample(mus, rhos, prior, epsilons=None, key=None, return_eps=True):
     """w = mu + softplus(rho) * eps and the complexity of Eq. (8), in one fused operator.
 
     **Noise.** eps is counter-based: value j of tensor k is a fixed function of (key, k, j)
@@ -40,12 +40,16 @@ def variational_sample(mus, rhos, prior, epsilons=None, key=None):
     key : int in [0, 2^64), optional
         Draw eps under this key instead of one from MXNet's generator (which is then left
         untouched): the same key gives the same eps.
+    return_eps : bool
+        Return eps (default). False leaves it out of the operator's outputs: the backward
+        pass then draws it again from its key, which is cheaper than storing it (the training
+        step's choice).
 
     Returns
     -------
     weights : list of K NDArrays, the sample w
     complexity : NDArray, (1,), sum over all weights of log q(w | theta) - log P(w)
-    epsilons : list of K NDArrays, the noise used
+    epsilons : list of K NDArrays, the noise used; None with ``return_eps=False``
     """
     load_fused_op()
     if len(mus) != len(rhos) or not mus:
@@ -56,10 +60,11 @@ def variational_sample(mus, rhos, prior, epsilons=None, key=None):
             raise ValueError(f"need one eps per mu, got {len(epsilons)} eps and {len(mus)} mu")
         inputs += list(epsilons)
     outputs = getattr(nd, OP_NAME)(*inputs, num_tensors=len(mus),
-                                   eps_given=int(epsilons is not None), **prior_attributes(prior),
+                                   eps_given=int(epsilons is not None),
+                                   return_eps=int(bool(return_eps)), **prior_attributes(prior),
                                    **_key_attribute(key))
-    k = len(mus)
-    return list(outputs[:k]), outputs[k], list(outputs[k + 1:])
+    k = len(mus)  # outputs: w_1..w_K, the complexity, the key of the noise [, eps_1..eps_K]
+    return list(outputs[:k]), outputs[k], (list(outputs[k + 2:]) if return_eps else None)
 
 
 def finite_guard(cost, grads):

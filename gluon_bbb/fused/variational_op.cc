@@ -6,7 +6,7 @@
 // Operator `gluon_bbb_variational`, over K weight tensors at once:
 //
 //   inputs   mu_1..mu_K, rho_1..rho_K [, eps_1..eps_K when eps_given=1]
-//   outputs  w_1..w_K, complexity (shape (1,)), eps_1..eps_K
+//   outputs  w_1..w_K, complexity (shape (1,)), key (shape (4,)) [, eps_1..eps_K when return_eps=1]
 //
 //   eps ~ N(0, 1)                     drawn here, counter-based, keyed from MXNet's seed
 //   sigma = softplus(rho) = log(1 + exp(rho))
@@ -14,7 +14,10 @@
 //   complexity = sum_j [log q(w_j | theta) - log P(w_j)]      (the bracket of Eq. 8)
 //   log q = -log sigma - eps^2 / 2 - log(2 pi) / 2            (reparameterised form)
 //   log P: Gaussian N(0, s^2), or the scale mixture of Eq. (7)
+//   key: the 64-bit key of the noise in four 16-bit pieces, exact in float32
 //
+// eps is not an output unless asked for: the backward pass draws it again from the key, which
+// costs less than writing it, reading it back and the zero gradients MXNet would make for it.
 // The backward pass gives d/dmu and d/drho of (the net's loss through w) + g * complexity.
 //
 // Determinism: eps_j of tensor t is Philox4x32-10 of the counter (j / 4, t) under a 64-bit key
@@ -382,6 +385,7 @@ void backward_chunk(const PriorT<T, Mixture>& prior, T g_complexity, const T* g_
 struct Attrs {
   int num_tensors = 0;
   bool eps_given = false;
+  bool return_eps = true;
   bool key_given = false;
   Key key;
   Prior prior;
@@ -444,6 +448,8 @@ MXReturnValue parse(const std::unordered_map<std::string, std::string>& attrs, A
   if (parse_count(attrs, &out->num_tensors, "gluon_bbb_variational") != MX_SUCCESS) return MX_FAIL;
   double eps_given = 0;
   if (get_double(attrs, "eps_given", &eps_given)) out->eps_given = eps_given != 0;
+  double return_eps = 1;
+  if (get_double(attrs, "return_eps", &return_eps)) out->return_eps = return_eps != 0;
   if (parse_key(attrs, &out->key_given, &out->key, "gluon_bbb_variational") != MX_SUCCESS)
     return MX_FAIL;
   auto prior = attrs.find("prior");
@@ -482,7 +488,7 @@ MXReturnValue parse_attrs(const std::unordered_map<std::string, std::string>& at
   Attrs a;
   if (parse(attrs, &a) != MX_SUCCESS) return MX_FAIL;
   *num_in = (a.eps_given ? 3 : 2) * a.num_tensors;
-  *num_out = 2 * a.num_tensors + 1;
+  *num_out = (a.return_eps ? 2 : 1) * a.num_tensors + 2;
   return MX_SUCCESS;
 }
 
@@ -520,10 +526,28 @@ MXReturnValue infer_shape(const std::unordered_map<std::string, std::string>& at
       }
     }
     out_shapes->at(t) = mu;
-    out_shapes->at(k + 1 + t) = mu;
+    if (a.return_eps) out_shapes->at(k + 2 + t) = mu;
   }
   out_shapes->at(k) = {1};
+  out_shapes->at(k + 1) = {4};
   return MX_SUCCESS;
+}
+
+// The key as four 16-bit pieces (exact in float32 and float64), and back.
+template <typename T>
+void write_key(Key key, T* out) {
+  out[0] = static_cast<T>(key.k0 & 0xFFFFu);
+  out[1] = static_cast<T>(key.k0 >> 16);
+  out[2] = static_cast<T>(key.k1 & 0xFFFFu);
+  out[3] = static_cast<T>(key.k1 >> 16);
+}
+
+template <typename T>
+Key read_key(const T* in) {
+  Key key;
+  key.k0 = static_cast<uint32_t>(in[0]) | (static_cast<uint32_t>(in[1]) << 16);
+  key.k1 = static_cast<uint32_t>(in[2]) | (static_cast<uint32_t>(in[3]) << 16);
+  return key;
 }
 
 template <typename T, bool Mixture>
@@ -545,9 +569,10 @@ MXReturnValue forward_typed(const Attrs& a, std::vector<MXTensor>* inputs,
     }
     key = draw_key(states);
   }
+  write_key(a.eps_given ? Key() : key, outputs->at(k + 1).data<T>());
 #pragma omp parallel num_threads(num_threads_for(num_chunks))
   {
-    std::vector<T> u1(kChunk / 2), u2(kChunk / 2);
+    std::vector<T> u1(kChunk / 2), u2(kChunk / 2), scratch(a.return_eps ? 0 : kChunk);
 #pragma omp for schedule(static)
     for (int64_t c = 0; c < num_chunks; ++c) {
       const Chunk& ch = chunks[c];
@@ -555,11 +580,18 @@ MXReturnValue forward_typed(const Attrs& a, std::vector<MXTensor>* inputs,
       const T* mu = inputs->at(t).data<T>() + ch.begin;
       const T* rho = inputs->at(k + t).data<T>() + ch.begin;
       T* w = outputs->at(t).data<T>() + ch.begin;
-      T* eps = outputs->at(k + 1 + t).data<T>() + ch.begin;
-      if (a.eps_given) {
-        std::memcpy(eps, inputs->at(2 * k + t).data<T>() + ch.begin, ch.size * sizeof(T));
+      const T* eps;
+      if (a.eps_given && !a.return_eps) {
+        eps = inputs->at(2 * k + t).data<T>() + ch.begin;
       } else {
-        fill_normal(key, static_cast<uint32_t>(t), ch.begin, eps, ch.size, u1.data(), u2.data());
+        T* drawn = a.return_eps ? outputs->at(k + 2 + t).data<T>() + ch.begin : scratch.data();
+        if (a.eps_given) {
+          std::memcpy(drawn, inputs->at(2 * k + t).data<T>() + ch.begin, ch.size * sizeof(T));
+        } else {
+          fill_normal(key, static_cast<uint32_t>(t), ch.begin, drawn, ch.size, u1.data(),
+                      u2.data());
+        }
+        eps = drawn;
       }
       partial[c] = forward_chunk(prior, mu, rho, eps, w, ch.size);
     }
@@ -574,29 +606,47 @@ MXReturnValue forward_typed(const Attrs& a, std::vector<MXTensor>* inputs,
 template <typename T, bool Mixture>
 MXReturnValue backward_typed(const Attrs& a, std::vector<MXTensor>* inputs,
                              std::vector<MXTensor>* outputs) {
-  // inputs: gradients of the 2K+1 outputs, then the forward inputs, then its outputs.
+  // inputs: gradients of the forward's outputs, then its inputs, then its outputs.
   const int k = a.num_tensors;
   const int num_fwd_inputs = (a.eps_given ? 3 : 2) * k;
-  const int in0 = 2 * k + 1, out0 = in0 + num_fwd_inputs;
+  const int num_fwd_outputs = (a.return_eps ? 2 : 1) * k + 2;
+  const int in0 = num_fwd_outputs, out0 = in0 + num_fwd_inputs;
   const PriorT<T, Mixture> prior(a.prior);
   const T g_complexity = inputs->at(k).data<T>()[0];
+  const Key key = read_key(inputs->at(out0 + k + 1).data<T>());
   std::vector<int64_t> sizes(k);
   for (int t = 0; t < k; ++t) sizes[t] = inputs->at(in0 + t).size();
   const std::vector<Chunk> chunks = make_chunks(sizes);
   const int64_t num_chunks = static_cast<int64_t>(chunks.size());
-#pragma omp parallel for schedule(static) num_threads(num_threads_for(num_chunks))
-  for (int64_t c = 0; c < num_chunks; ++c) {
-    const Chunk& ch = chunks[c];
-    const int t = ch.tensor;
-    const T* g_w = inputs->at(t).data<T>();
-    const T* rho = inputs->at(in0 + k + t).data<T>() + ch.begin;
-    const T* w = inputs->at(out0 + t).data<T>() + ch.begin;
-    const T* eps = inputs->at(out0 + k + 1 + t).data<T>() + ch.begin;
-    T* g_mu = outputs->at(t).data<T>() + ch.begin;
-    T* g_rho = outputs->at(k + t).data<T>() + ch.begin;
-    backward_chunk(prior, g_complexity, g_w ? g_w + ch.begin : nullptr, rho, eps, w, g_mu,
-                   g_rho, ch.size);
-    if (a.eps_given) std::memset(outputs->at(2 * k + t).data<T>() + ch.begin, 0, ch.size * sizeof(T));
+#pragma omp parallel num_threads(num_threads_for(num_chunks))
+  {
+    const bool redraw = !a.eps_given && !a.return_eps;
+    std::vector<T> u1(redraw ? kChunk / 2 : 0), u2(redraw ? kChunk / 2 : 0);
+    std::vector<T> scratch(redraw ? kChunk : 0);
+#pragma omp for schedule(static)
+    for (int64_t c = 0; c < num_chunks; ++c) {
+      const Chunk& ch = chunks[c];
+      const int t = ch.tensor;
+      const T* g_w = inputs->at(t).data<T>();
+      const T* rho = inputs->at(in0 + k + t).data<T>() + ch.begin;
+      const T* w = inputs->at(out0 + t).data<T>() + ch.begin;
+      const T* eps;
+      if (a.return_eps) {
+        eps = inputs->at(out0 + k + 2 + t).data<T>() + ch.begin;
+      } else if (a.eps_given) {
+        eps = inputs->at(in0 + 2 * k + t).data<T>() + ch.begin;
+      } else {  // the forward's noise, drawn again from its key
+        fill_normal(key, static_cast<uint32_t>(t), ch.begin, scratch.data(), ch.size, u1.data(),
+                    u2.data());
+        eps = scratch.data();
+      }
+      T* g_mu = outputs->at(t).data<T>() + ch.begin;
+      T* g_rho = outputs->at(k + t).data<T>() + ch.begin;
+      backward_chunk(prior, g_complexity, g_w ? g_w + ch.begin : nullptr, rho, eps, w, g_mu,
+                     g_rho, ch.size);
+      if (a.eps_given)
+        std::memset(outputs->at(2 * k + t).data<T>() + ch.begin, 0, ch.size * sizeof(T));
+    }
   }
   return MX_SUCCESS;
 }
