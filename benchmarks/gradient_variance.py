@@ -40,7 +40,7 @@ def trainer_at_best(run_dir, config, estimator, ctx):
     mx.random.seed(config["seed"])
     trainer = make_bbb_trainer(config, ctx, estimator=estimator)
     trainer.load(os.path.join(run_dir, "best.bbb"), optimizer=False)
-    trainer.trainer.set_learning_rate(0.0)  # gradients only: theta stays where it is
+    trainer.gluon_trainer.set_learning_rate(0.0)  # gradients only: theta stays where it is
     return trainer
 
 

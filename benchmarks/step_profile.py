@@ -123,7 +123,7 @@ def profile(width, optimizer, repeats):
     cost = recorded_cost()
     cost.backward()
     # the optimizer alone, through an updater of its own over copies of mu and rho
-    updater = mx.optimizer.get_updater(type(trainer.trainer.optimizer)(learning_rate=1e-3))
+    updater = mx.optimizer.get_updater(type(trainer.gluon_trainer.optimizer)(learning_rate=1e-3))
     values = [p.data().copy() for p in trainer.variational_params]
     grads = [p.grad().copy() for p in trainer.variational_params]
     indices = list(range(len(values)))
@@ -149,7 +149,7 @@ def profile(width, optimizer, repeats):
 
     parts["deterministic step"] = median_ms(det_step, repeats)
     return {"width": width, "optimizer": optimizer, "num_weights": posterior.num_weights,
-            "optimizer_class": type(trainer.trainer.optimizer).__name__, "ms": parts}
+            "optimizer_class": type(trainer.gluon_trainer.optimizer).__name__, "ms": parts}
 
 
 def floors(result, bandwidth):

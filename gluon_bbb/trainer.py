@@ -14,6 +14,7 @@ done by :mod:`gluon_bbb.predictive`, saving and loading by :mod:`gluon_bbb.io.pe
 """
 import logging
 import time
+import warnings
 
 import numpy as np
 import mxnet as mx
@@ -102,6 +103,10 @@ class BBBTrainer:
         values after the epoch (e.g. ``{'sigma': 0.09}``).
     epoch : int
         Number of completed epochs.
+    gluon_trainer : mxnet.gluon.Trainer
+        The Gluon trainer that updates mu and rho (and a learned prior): its ``optimizer``,
+        ``learning_rate`` and ``set_learning_rate``. (``trainer``, its old name, still works
+        and warns.)
     fused : bool
         Whether steps use the fused operator (known once the network's shapes are).
     fused_reason : str
@@ -154,6 +159,13 @@ class BBBTrainer:
         self._setup_without_data()
 
     # ------------------------------------------------------------------ setup
+    @property
+    def trainer(self):
+        """Deprecated: the old name of :attr:`gluon_trainer` (it read as ``trainer.trainer``)."""
+        warnings.warn("BBBTrainer.trainer is deprecated: use BBBTrainer.gluon_trainer",
+                      DeprecationWarning, stacklevel=2)
+        return self.gluon_trainer
+
     def _setup_without_data(self):
         if all(_initialisation_state(p) == "ready" for p in self.net.collect_params().values()):
             self._build()  # otherwise the shapes are unknown until the first batch
@@ -199,9 +211,9 @@ class BBBTrainer:
         # Adam and SGD: the same rule in one pass over all tensors on the fused path
         optimizer = fused_optimizer(self.optimizer, self.optimizer_params) if self.fused else None
         if optimizer is not None:
-            self.trainer = gluon.Trainer(trained, optimizer)
+            self.gluon_trainer = gluon.Trainer(trained, optimizer)
         else:
-            self.trainer = gluon.Trainer(trained, self.optimizer, self.optimizer_params)
+            self.gluon_trainer = gluon.Trainer(trained, self.optimizer, self.optimizer_params)
         if self.seed is None:  # drawn from MXNet's generator; fit's per-epoch seeds derive from it
             self.seed = int(nd.random.randint(0, 2**31 - 1, shape=(1,), ctx=mx.cpu()).asscalar())
         # Host draws are the faster on the CPU; elsewhere the device draws its own noise.
@@ -220,8 +232,10 @@ class BBBTrainer:
         if self.fused:
             mus = [mu.data() for mu in self.posterior.mus]
             rhos = [rho.data() for rho in self.posterior.rhos]
-            weights, complexity, epsilons = variational_sample(mus, rhos, self.loss.prior)
-            if self.loss.kl == "closed_form":  # the closed form needs sigma and eps
+            closed_form = self.loss.kl == "closed_form"  # which needs sigma and eps
+            weights, complexity, epsilons = variational_sample(mus, rhos, self.loss.prior,
+                                                               return_eps=closed_form)
+            if closed_form:
                 return weights, (weights, [softplus(nd, rho) for rho in rhos], epsilons)
             return weights, (complexity,)
         epsilons = self.noise.sample()
@@ -300,7 +314,7 @@ class BBBTrainer:
             cost = _mean(costs)
         cost.backward()                                                # 6. d cost / d(mu, rho)
         finite = self.finite_guard(cost)                               # NaN/inf: no update
-        self.trainer.step(1)                                           # 7. update mu and rho
+        self.gluon_trainer.step(1)                                     # 7. update mu and rho
         return cost, _mean(nlls), _mean(complexities), pred, finite
 
     def reseed(self, seed):
@@ -367,7 +381,7 @@ class BBBTrainer:
         for epoch in range(self.epoch, int(num_epochs)):
             start = time.time()
             if learning_rate_schedule is not None:
-                self.trainer.set_learning_rate(checked_learning_rate(learning_rate_schedule(epoch), epoch))
+                self.gluon_trainer.set_learning_rate(checked_learning_rate(learning_rate_schedule(epoch), epoch))
             self.reseed(epoch_seed(self.seed, epoch))
             totals = EpochTotals(self.loss.likelihood == "softmax", self.num_outputs, self.ctx, dtype)
             batches = tqdm(train_data, total=num_batches, disable=not progress, leave=False,

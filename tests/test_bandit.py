@@ -337,7 +337,7 @@ def test_the_seen_complexity_weight_shrinks_with_the_interactions(tiny_env):
 # ------------------------------------------------------------------ optimizers
 def optimizer_of(agent):
     """The mx.optimizer.Optimizer that updates an agent's network (through public API)."""
-    trainer = agent.trainer.trainer if kind_of(agent) == "thompson" else agent.trainer
+    trainer = agent.trainer.gluon_trainer if kind_of(agent) == "thompson" else agent.trainer
     return trainer.optimizer
 
 

@@ -318,7 +318,7 @@ def test_the_committed_50k_checkpoints_load_with_their_optimizer_state(folder, a
 # ------------------------------------------------------------------ the reproductions' settings
 def optimizer_of(agent):
     """The mx.optimizer.Optimizer of an agent's gluon.Trainer."""
-    trainer = agent.trainer.trainer if isinstance(agent, bandit.ThompsonAgent) else agent.trainer
+    trainer = agent.trainer.gluon_trainer if isinstance(agent, bandit.ThompsonAgent) else agent.trainer
     return trainer.optimizer
 
 

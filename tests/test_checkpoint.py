@@ -364,8 +364,8 @@ def test_a_resumed_run_equals_an_uninterrupted_one_bit_for_bit(tmp_path, optimiz
     assert [r["loss"] for r in resumed.history] == [r["loss"] for r in uninterrupted.history]
     for a, b in zip(uninterrupted.variational_params, resumed.variational_params):
         np.testing.assert_array_equal(a.data().asnumpy(), b.data().asnumpy())
-    state_a, arrays_a = optimizer_state.capture(uninterrupted.trainer)
-    state_b, arrays_b = optimizer_state.capture(resumed.trainer)
+    state_a, arrays_a = optimizer_state.capture(uninterrupted.gluon_trainer)
+    state_b, arrays_b = optimizer_state.capture(resumed.gluon_trainer)
     assert state_a == state_b and arrays_a.keys() == arrays_b.keys()
     assert bool(arrays_a) == (optimizer == "adam" or "momentum" in params)
     for name in arrays_a:
@@ -410,7 +410,7 @@ def test_a_bad_optimizer_state_changes_nothing(tmp_path):
     before = [p.data().asnumpy() for p in fresh.variational_params]
     with pytest.raises(CheckpointError, match="is for 99 parameters"):
         fresh.load(str(path))
-    assert fresh.epoch == 0 and not fresh.trainer._updaters[0].states
+    assert fresh.epoch == 0 and not fresh.gluon_trainer._updaters[0].states
     for value, param in zip(before, fresh.variational_params):
         np.testing.assert_array_equal(value, param.data().asnumpy())
     fresh.load(str(path), optimizer=False)  # the network alone is fine

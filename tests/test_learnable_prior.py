@@ -145,6 +145,13 @@ def test_prior_config_round_trip_and_bad_learnable_flag():
     assert "learnable" not in GaussianPrior(0.5).config()  # fixed priors' files are unchanged
     with pytest.raises(ValueError, match="learnable must be true or false"):
         prior_from_config({"name": "gaussian", "sigma": 1.0, "learnable": "yes"})
+    # one spelling, the configurations' and the command line's; files of the older one load
+    assert prior.config()["name"] == "scale-mixture"
+    older = prior_from_config({"name": "scale_mixture", "pi": 0.5, "sigma1": 1.0, "sigma2": 0.1})
+    assert isinstance(older, ScaleMixturePrior) and older.values() == pytest.approx(
+        {"pi": 0.5, "sigma1": 1.0, "sigma2": 0.1})
+    with pytest.raises(ValueError, match="unknown prior 'mixture'"):
+        prior_from_config({"name": "mixture", "pi": 0.5, "sigma1": 1.0, "sigma2": 0.1})
 
 
 def _trainer(prior, seed=3):
@@ -204,7 +211,7 @@ def test_optimizer_state_keeps_the_sorted_name_order_of_earlier_checkpoints(lear
     from gluon_bbb.io import optimizer_state
     trainer = _trainer(GaussianPrior(0.5, learnable=learnable))
     trainer.fit(_data(trainer), 1, progress=False)
-    _, arrays = optimizer_state.capture(trainer.trainer)
+    _, arrays = optimizer_state.capture(trainer.gluon_trainer)
     params = {p.name: p for p in trainer.variational_params + trainer.prior_params}
     names = sorted(params)
     if learnable:

@@ -202,8 +202,8 @@ def test_save_load_round_trip_and_resume(data, tmp_path):
     assert restored.loss.prior == prior and restored.epoch == 2 and len(restored.history) == 2
     for a, b in zip(trainer.variational_params, restored.variational_params):
         np.testing.assert_array_equal(a.data().asnumpy(), b.data().asnumpy())
-    states_a = trainer.trainer._updaters[0].states
-    states_b = restored.trainer._updaters[0].states
+    states_a = trainer.gluon_trainer._updaters[0].states
+    states_b = restored.gluon_trainer._updaters[0].states
     assert states_a.keys() == states_b.keys() and states_a
     for key in states_a:
         for sa, sb in zip(states_a[key], states_b[key]):
@@ -265,7 +265,7 @@ def test_learning_rate_schedule_sets_each_epochs_rate(data):
     seen = []
     trainer = make_trainer()
     trainer.fit(train, 3, progress=False, learning_rate_schedule=lambda epoch: 0.01 * 0.5 ** epoch,
-                epoch_callback=lambda t, record: seen.append(t.trainer.learning_rate))
+                epoch_callback=lambda t, record: seen.append(t.gluon_trainer.learning_rate))
     assert seen == pytest.approx([0.01, 0.005, 0.0025])
     # a schedule of 0 on every epoch leaves the parameters where they are
     frozen = make_trainer()

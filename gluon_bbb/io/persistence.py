@@ -69,7 +69,7 @@ def save_trainer(trainer, path, extra=None):
     if extra is not None:
         metadata["extra"] = extra
     write_checkpoint(path, checkpoint_arrays(trainer), metadata,
-                     optimizer_state.capture(trainer.trainer))
+                     optimizer_state.capture(trainer.gluon_trainer))
 
 
 def load_trainer(trainer, path, optimizer=True):
@@ -150,10 +150,10 @@ def _restore_optimizer(trainer, path, stored):
     """The optimizer state of a checkpoint into the trainer's ``gluon.Trainer``, or a warning
     that it starts afresh."""
     if stored.optimizer is not None:
-        optimizer_state.restore(trainer.trainer, *stored.optimizer, source=path)
-    elif optimizer_state.family(trainer.trainer.optimizer) is None:
+        optimizer_state.restore(trainer.gluon_trainer, *stored.optimizer, source=path)
+    elif optimizer_state.family(trainer.gluon_trainer.optimizer) is None:
         logger.warning("%s: the state of optimizer %s is not stored in checkpoints; it starts "
-                       "afresh", path, type(trainer.trainer.optimizer).__name__)
+                       "afresh", path, type(trainer.gluon_trainer.optimizer).__name__)
     elif stored.metadata.get("epoch"):
         logger.warning("%s holds no optimizer state (a slimmed checkpoint?); the optimizer "
                        "starts afresh", path)
