@@ -248,7 +248,7 @@ class ScaleMixturePrior(Prior):
         with its components swapped, and :meth:`values` reports them in the order wide, narrow.
     """
 
-    name = "scale_mixture"
+    name = "scale-mixture"
 
     def __init__(self, pi=0.5, sigma1=math.exp(-0.0), sigma2=math.exp(-6.0), learnable=False):
         try:
@@ -361,8 +361,9 @@ def prior_from_config(config):
     ----------
     config : dict
         ``{"name": "gaussian", "sigma": ...}`` or
-        ``{"name": "scale_mixture", "pi": ..., "sigma1": ..., "sigma2": ...}``, each with
-        an optional ``"learnable": true``.
+        ``{"name": "scale-mixture", "pi": ..., "sigma1": ..., "sigma2": ...}``, each with
+        an optional ``"learnable": true``. ``"scale_mixture"``, the spelling of files written
+        before the names were unified, is read as ``"scale-mixture"``.
     """
     config = dict(config)
     name = config.pop("name", None)
@@ -370,6 +371,6 @@ def prior_from_config(config):
         raise ValueError(f"learnable must be true or false, got {config['learnable']!r}")
     if name == "gaussian":
         return GaussianPrior(**config)
-    if name == "scale_mixture":
+    if name in (ScaleMixturePrior.name, "scale_mixture"):
         return ScaleMixturePrior(**config)
-    raise ValueError(f"unknown prior {name!r}; expected 'gaussian' or 'scale_mixture'")
+    raise ValueError(f"unknown prior {name!r}; expected 'gaussian' or 'scale-mixture'")

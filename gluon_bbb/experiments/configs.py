@@ -22,6 +22,7 @@ from .._checks import check_int, check_positive_ints
 from ..data import DATASETS, PREPROCESSING_METHODS
 from ..estimators import ESTIMATORS
 from ..priors import GaussianPrior, ScaleMixturePrior
+from ..weighting import KL_WEIGHTINGS
 
 __all__ = ["INPUT_SIZE", "PROTOCOL", "PAPER_GRID", "SEARCH_KEYS", "EXTRA_KEYS", "CHOICES",
            "PRIOR_KEYS", "MOMENTUM_OPTIMIZERS", "CUSTOM", "LATER_DEFAULTS", "PAPER_TEST_ERROR",
@@ -66,7 +67,7 @@ EXTRA_KEYS = ("optimizer", "kl_weighting", "kl_scale", "lr_decay", "lr_steps", "
 
 
 #: The values the text-valued keys may take (``optimizer``: any of MXNet's optimizers).
-CHOICES = {"kl_weighting": ("uniform", "blundell"), "prior": ("gaussian", "scale-mixture"),
+CHOICES = {"kl_weighting": KL_WEIGHTINGS, "prior": (GaussianPrior.name, ScaleMixturePrior.name),
            "estimator": ESTIMATORS, "network": ("mlp", "lenet"),
            "method": ("bbb", "sgd", "dropout"), "dataset": DATASETS,
            "preprocessing": PREPROCESSING_METHODS}
