@@ -40,7 +40,7 @@ setup(
         # a search study on a PostgreSQL server (--storage postgresql://...)
         "postgresql": ["optuna>=5.0,<6", "psycopg[binary]>=3.1"],
         # the rendered book (docs/): sphinx-build -W -b html docs docs/_build/html
-        "docs": ["sphinx>=7", "myst-nb>=1.0"],
+        "docs": ["optuna>=5.0,<6", "sphinx>=7", "myst-nb>=1.0"],
         "test": ["optuna>=5.0,<6", "pytest>=7", "nbclient>=0.7", "nbformat>=5", "ipykernel>=6",
                  "psycopg[binary]>=3.1", "sphinx>=7", "myst-nb>=1.0"],
     },

@@ -14,7 +14,8 @@ the number of weights), not kernel density estimates. matplotlib is imported whe
 """
 from .axes import axes_for, save_png
 from .training import error_curves, image_grid, posterior_widths, training_curves
-from .weights import log_snr_density, posterior_gaussian, pruning_curve, weight_densities
+from .weights import (METHOD_LABELS, log_snr_density, posterior_gaussian, pruning_curve,
+                      weight_densities)
 
 __all__ = ["axes_for", "save_png", "image_grid", "training_curves", "error_curves",
            "posterior_widths", "weight_densities", "log_snr_density", "pruning_curve",
