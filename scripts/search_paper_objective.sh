@@ -12,7 +12,7 @@ TRIALS=${TRIALS:-30}
 SEED_EPOCHS=${SEED_EPOCHS:-100}
 gluon-bbb search --base bbb-mixture-400 --epochs 27 --sampler tpe --max-trials "$TRIALS" \
   --pruner hyperband --lr 1e-2 1e-3 1e-4 --num-samples 1 2 5 --pi 0.25 0.5 0.75 \
-  --log-sigma1 0 1 2 --log-sigma2 6 7 8 --optimizer adam sgd --lr-decay 1 0.97 \
+  --neg-log-sigma1 0 1 2 --neg-log-sigma2 6 7 8 --optimizer adam sgd --lr-decay 1 0.97 \
   --search-seed 0 --output-dir "$SEARCH" --no-progress
 gluon-bbb search-report "$SEARCH"
 # the best setting on validation, as --set KEY=VALUE pairs
@@ -21,7 +21,7 @@ import sys
 from gluon_bbb.experiments import search_report
 rows = search_report.trial_rows(search_report.load_search(sys.argv[1]))
 best = min((r for r in rows if r["value"] is not None), key=lambda r: (r["value"], r["number"]))
-keys = ("lr", "num_samples", "pi", "log_sigma1", "log_sigma2", "optimizer", "lr_decay")
+keys = ("lr", "num_samples", "pi", "neg_log_sigma1", "neg_log_sigma2", "optimizer", "lr_decay")
 print(",".join(f"{key}={best[key]}" for key in keys if key in best))
 PY
 )

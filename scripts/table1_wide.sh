@@ -28,7 +28,7 @@ space() {  # the values each method may take
     sgd-*) echo "--lr 0.3 0.1 0.03 0.01 --momentum 0 0.5 0.9 --lr-decay 1 0.98 0.95" ;;
     dropout-*) echo "--lr 0.3 0.1 0.03 0.01 --momentum 0 0.5 0.9 --lr-decay 1 0.98 0.95 --dropout 0.2 0.35 0.5" ;;
     bbb-gaussian-*) echo "--lr 1e-3 3e-4 --num-samples 1 2 --sigma 1 0.3679 0.1353" ;;
-    bbb-mixture-*) echo "--lr 1e-3 3e-4 --num-samples 1 2 --pi 0.25 0.5 0.75 --log-sigma1 0 1 2 --log-sigma2 6 7 8" ;;
+    bbb-mixture-*) echo "--lr 1e-3 3e-4 --num-samples 1 2 --pi 0.25 0.5 0.75 --neg-log-sigma1 0 1 2 --neg-log-sigma2 6 7 8" ;;
     *) echo "unknown configuration $1" >&2; exit 2 ;;
   esac
 }

@@ -241,7 +241,7 @@ def test_thompson_settings_are_checked_recorded_and_change_the_run(tiny_file, tm
                          ({"num_action_samples": 0}, "num_action_samples"),
                          ({"kl_data": "all"}, "kl_data"),
                          ({"rho_init": float("nan")}, "rho_init"),
-                         ({"prior": {"pi": 1.5, "log_sigma1": 0, "log_sigma2": 6}}, "pi")):
+                         ({"prior": {"pi": 1.5, "neg_log_sigma1": 0, "neg_log_sigma2": 6}}, "pi")):
         with pytest.raises(ValueError, match=message):
             bandit_settings.thompson_settings(bad)
     out = tmp_path / "out"
@@ -490,3 +490,13 @@ def test_a_run_with_the_reproductions_settings_resumes_exactly(tiny_file, tmp_pa
     for name in ours.arrays:
         np.testing.assert_array_equal(ours.arrays[name], theirs.arrays[name])
     assert ours.optimizer[0] == theirs.optimizer[0] and ours.optimizer[0]["family"] == "sgd"
+
+
+def test_stored_agent_settings_of_before_a_rename_read_with_the_current_names():
+    """An agent record whose prior gives -log sigma as log_sigma1/2 (the older names) is read
+    with neg_log_sigma1/2 and the later settings' defaults, and then passes the checks."""
+    stored = dict(bandit_settings.THOMPSON_SETTINGS,
+                  prior={"pi": 0.5, "log_sigma1": 0.0, "log_sigma2": 6.0})
+    current = bandit_settings.with_later_defaults(stored)
+    assert current["prior"] == {"pi": 0.5, "neg_log_sigma1": 0.0, "neg_log_sigma2": 6.0}
+    assert bandit_settings.thompson_settings(current) == current

@@ -59,7 +59,7 @@ def test_the_paper_configurations():
             assert config["mu_init"] == 0.03
         assert "after epoch 300, 600 epochs" in experiments.describe(config)
     mixture = experiments.get_config("bbb-mixture-400-paper")
-    assert (mixture["pi"], mixture["log_sigma1"], mixture["log_sigma2"]) == (0.75, 0.0, 8.0)
+    assert (mixture["pi"], mixture["neg_log_sigma1"], mixture["neg_log_sigma2"]) == (0.75, 0.0, 8.0)
     assert "rho ~ U(-3.5, -3), mu ~ U(-0.03, 0.03)" in experiments.describe(mixture)
     custom = experiments.custom_config(rho_init=[-3.5, -3], mu_init=0.03, lr_steps=[5, 9])
     assert "(x0.1 after epochs 5, 9)" in experiments.describe(custom)

@@ -67,7 +67,7 @@ def test_the_paper_configurations_are_defined():
             assert (config["dataset"], config["num_validation"], config["preprocessing"],
                     config["batch_size"]) == ("mnist", 10000, "paper", 128)
     mixture = experiments.CONFIGS["bbb-mixture-400"]
-    assert (mixture["pi"], mixture["log_sigma1"], mixture["log_sigma2"], mixture["lr"],
+    assert (mixture["pi"], mixture["neg_log_sigma1"], mixture["neg_log_sigma2"], mixture["lr"],
             mixture["optimizer"], mixture["num_samples"]) == (0.5, 0.0, 6.0, 1e-3, "adam", 1)
     assert experiments.CONFIGS["dropout-800"]["dropout"] == 0.5
     assert experiments.CONFIGS["sgd-800"]["dropout"] == 0.0
@@ -86,9 +86,30 @@ def test_get_config_applies_and_checks_overrides():
     with pytest.raises(ValueError, match="no hyperparameter 'dropout'"):
         experiments.get_config("bbb-mixture-400", dropout=0.5)
     with pytest.raises(ValueError, match="sigma2 < sigma1"):
-        experiments.get_config("bbb-mixture-400", log_sigma1=7.0)
+        experiments.get_config("bbb-mixture-400", neg_log_sigma1=7.0)
     with pytest.raises(ValueError, match="pi must"):
         experiments.get_config("bbb-mixture-400", pi=1.0)
+    with pytest.raises(ValueError, match="log_sigma2 is now called neg_log_sigma2"):
+        experiments.get_config("bbb-mixture-400", log_sigma2=8.0)  # the older name: -log sigma2
+
+
+def test_a_run_folder_written_under_the_older_names_reads_with_the_current_ones(tmp_path):
+    """config.json files of before the rename (log_sigma1/2 for the mixture's -log sigma) load
+    with neg_log_sigma1/2, overrides included; so do result.json files."""
+    from gluon_bbb.experiments import runfolder
+    from gluon_bbb.io.checkpoint import write_json
+    config = experiments.get_config("bbb-mixture-400", neg_log_sigma2=8.0, seed=3)
+    older = {{"neg_log_sigma1": "log_sigma1", "neg_log_sigma2": "log_sigma2"}.get(k, k): v
+             for k, v in config.items()}
+    older["overrides"] = {"log_sigma2": 8.0, "seed": 3}
+    write_json(str(tmp_path / "config.json"), older)
+    read = runfolder.read_run_config(str(tmp_path))
+    assert read == config
+    write_json(str(tmp_path / "result.json"), {"hyperparameters": older, "overrides": older["overrides"],
+                                                "history": []})
+    result = runfolder.read_result(str(tmp_path))
+    assert result["hyperparameters"]["neg_log_sigma2"] == 8.0 and "log_sigma2" not in result["hyperparameters"]
+    assert result["overrides"] == config["overrides"]
 
 
 def test_results_table_names_each_runs_changes():
@@ -109,8 +130,8 @@ def test_results_table_names_each_runs_changes():
 def test_grid_and_seeded_sample():
     grid = experiments.grid_settings()
     assert len(grid) == 3 * 4 * 3 * 3 * 3
-    assert grid[0] == {"lr": 1e-3, "num_samples": 1, "pi": 0.25, "log_sigma1": 0.0,
-                       "log_sigma2": 6.0}
+    assert grid[0] == {"lr": 1e-3, "num_samples": 1, "pi": 0.25, "neg_log_sigma1": 0.0,
+                       "neg_log_sigma2": 6.0}
     sample = experiments.sample_settings(grid, 5, seed=3)
     assert sample == experiments.sample_settings(grid, 5, seed=3) and len(sample) == 5
     assert all(setting in grid for setting in sample)
@@ -384,7 +405,7 @@ def test_custom_config_starts_from_the_paper_defaults_and_checks_every_value():
                          ({"lr": -1.0}, "lr must be a positive number"),
                          ({"dataset": "cifar"}, "dataset must be one of mnist, fashion-mnist"),
                          ({"optimizer": "bogus"}, "unknown optimizer 'bogus'"),
-                         ({"log_sigma1": 7.0}, "needs sigma2 < sigma1")]:
+                         ({"neg_log_sigma1": 7.0}, "needs sigma2 < sigma1")]:
         with pytest.raises(ValueError, match=message):
             experiments.custom_config(**bad)
 

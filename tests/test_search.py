@@ -21,7 +21,7 @@ from gluon_bbb.experiments.runlock import meet_workers
 from gluon_bbb.experiments.configs import EXTRA_KEYS, PAPER_GRID, SEARCH_KEYS, parse_setting
 
 SMALL = ["--hidden", "8", "--subset", "64", "--num-samples", "1", "--pi", "0.5",
-         "--log-sigma1", "0", "--no-progress"]
+         "--neg-log-sigma1", "0", "--no-progress"]
 
 
 def _search_args(out, data, *extra):
@@ -43,17 +43,17 @@ def test_the_default_space_is_the_papers_grid():
     assert len(search.grid_settings()) == 3 * 4 * 3 * 3 * 3 == 324
     space = search.search_space(optimizer=["adam", "sgd"], lr_decay=[1.0, 0.98])
     assert list(space)[-2:] == ["optimizer", "lr_decay"]
-    setting = dict(lr=1e-3, num_samples=2, pi=0.25, log_sigma1=1.0, log_sigma2=7.0,
+    setting = dict(lr=1e-3, num_samples=2, pi=0.25, neg_log_sigma1=1.0, neg_log_sigma2=7.0,
                    optimizer="sgd", lr_decay=0.98)
     assert search.trial_name(setting) == "lr0.001_samples2_pi0.25_logsigma1-1_logsigma2-7_sgd_decay0.98"
-    grid = search.grid_settings({"log_sigma1": [0.0, 6.0], "log_sigma2": [6.0, 7.0]})
-    assert all(s["log_sigma2"] > s["log_sigma1"] for s in grid)  # invalid priors left out
+    grid = search.grid_settings({"neg_log_sigma1": [0.0, 6.0], "neg_log_sigma2": [6.0, 7.0]})
+    assert all(s["neg_log_sigma2"] > s["neg_log_sigma1"] for s in grid)  # invalid priors left out
     assert len(grid) == 3 * 4 * 3 * 3
 
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"space": {"pi": [0.5]}, "base": "bbb-gaussian-400"}, "a gaussian configuration"),
-    ({"space": {"pi": [0.5]}, "base": "sgd-400"}, "has no search keys log_sigma1, log_sigma2, num_samples, pi"),
+    ({"space": {"pi": [0.5]}, "base": "sgd-400"}, "has no search keys neg_log_sigma1, neg_log_sigma2, num_samples, pi"),
     ({"space": {"lr": [0.1]}, "base": "sgd-401"}, "unknown base configuration"),
     ({"space": {"lr": [0.1]}, "sampler": "tpe"}, "needs a number of trials"),
     ({"space": {"lr": [0.1]}, "overrides": {"lr": 0.1}}, "both searched and overridden"),
@@ -111,7 +111,7 @@ def test_two_workers_share_one_sqlite_study_and_run_each_grid_point_once(tmp_pat
                                                                           capsys):
     out = tmp_path / "search"
     args = _search_args(out, fake_mnist, "--epochs", "2", "--lr", "1e-3", "1e-2",
-                        "--log-sigma2", "6", "7", "8", "--pruner", "none", "--workers", "2")
+                        "--neg-log-sigma2", "6", "7", "8", "--pruner", "none", "--workers", "2")
     assert main(args) == 0
     assert "6 trials (6 complete)" in capsys.readouterr().out
     trials = _trials(out)
@@ -133,7 +133,7 @@ def test_two_workers_share_one_sqlite_study_and_run_each_grid_point_once(tmp_pat
 
 def test_a_killed_workers_trial_is_retried_and_resumes_its_folder(tmp_path, fake_mnist):
     out = tmp_path / "search"
-    args = _search_args(out, fake_mnist, "--epochs", "200", "--lr", "1e-3", "--log-sigma2", "6",
+    args = _search_args(out, fake_mnist, "--epochs", "200", "--lr", "1e-3", "--neg-log-sigma2", "6",
                         "--pruner", "none", "--heartbeat", "1")
     command = [sys.executable, "-m", "gluon_bbb"] + args
     worker = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -170,8 +170,8 @@ class _PruneAfterTwo(optuna.pruners.BasePruner):
 def test_a_pruned_trial_stops_with_its_folder_complete(tmp_path, fake_mnist):
     out = tmp_path / "search"
     out.mkdir()
-    space = search.search_space(lr=[1e-3], num_samples=[1], pi=[0.5], log_sigma1=[0.0],
-                                log_sigma2=[6.0])
+    space = search.search_space(lr=[1e-3], num_samples=[1], pi=[0.5], neg_log_sigma1=[0.0],
+                                neg_log_sigma2=[6.0])
     settings = search.study_settings(space, 5, overrides={"hidden": [8], "subset": 64},
                                      pruner="none")
     storage = search.open_storage(search.storage_url(str(out)), heartbeat_interval=5)
@@ -192,7 +192,7 @@ def test_the_report_evaluates_the_best_trial_once_and_draws_the_figures(tmp_path
                                                                           capsys):
     out = tmp_path / "search"
     assert main(_search_args(out, fake_mnist, "--epochs", "2", "--lr", "1e-3", "1e-2", "3e-3",
-                             "--log-sigma2", "6", "--sampler", "random", "--max-trials", "3",
+                             "--neg-log-sigma2", "6", "--sampler", "random", "--max-trials", "3",
                              "--pruner", "median")) == 0
     assert len({t.params["lr"] for t in _trials(out)}) == 3
     capsys.readouterr()
@@ -222,7 +222,7 @@ def test_the_report_evaluates_the_best_trial_once_and_draws_the_figures(tmp_path
 def test_a_bad_session_record_of_a_trial_is_one_line(tmp_path, fake_mnist, capsys):
     out = tmp_path / "search"
     assert main(_search_args(out, fake_mnist, "--epochs", "1", "--lr", "1e-3",
-                             "--log-sigma2", "6", "--pruner", "none")) == 0
+                             "--neg-log-sigma2", "6", "--pruner", "none")) == 0
     [folder] = (out / "trials").iterdir()
     sessions = json.loads((folder / "sessions.json").read_text())
     sessions[0]["seconds"] = "12 s"
@@ -290,7 +290,7 @@ def test_a_sampled_search_counts_distinct_settings_and_stops_when_the_space_is_s
     does not count, and a budget larger than the space stops once every setting is tried."""
     out = tmp_path / "search"
     assert main(_search_args(out, fake_mnist, "--epochs", "1", "--lr", "1e-3", "1e-2", "3e-3",
-                             "--log-sigma2", "6", "--sampler", "random", "--max-trials", "5",
+                             "--neg-log-sigma2", "6", "--sampler", "random", "--max-trials", "5",
                              "--pruner", "none", "--search-seed", "0")) == 0
     trials = _trials(out)
     settings = [t.params["lr"] for t in trials]
@@ -311,10 +311,10 @@ def test_a_sampled_search_counts_distinct_settings_and_stops_when_the_space_is_s
 def test_another_search_in_the_same_folder_is_refused(tmp_path, fake_mnist, capsys):
     out = tmp_path / "search"
     assert main(_search_args(out, fake_mnist, "--epochs", "1", "--lr", "1e-3",
-                             "--log-sigma2", "6")) == 0
+                             "--neg-log-sigma2", "6")) == 0
     capsys.readouterr()
     assert main(_search_args(out, fake_mnist, "--epochs", "2", "--lr", "1e-3",
-                             "--log-sigma2", "6")) == 2
+                             "--neg-log-sigma2", "6")) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "searches something else (epochs: 1 there, 2 now)" in err[0]
 
@@ -399,7 +399,7 @@ def test_two_workers_share_a_study_on_a_real_postgresql_server(postgres, tmp_pat
     # four grid points and no such meeting, the first once took them all before the second
     # had connected
     assert main(_search_args(out, fake_mnist, "--epochs", "2", "--lr", "1e-3", "1e-2",
-                             "--log-sigma2", "6", "7", "8", "--pruner", "hyperband", "--workers",
+                             "--neg-log-sigma2", "6", "7", "8", "--pruner", "hyperband", "--workers",
                              "2", "--storage", postgres)) == 0
     assert not (out / "study.db").exists()  # the study lives in PostgreSQL
     trials = _trials(out, postgres)
@@ -415,7 +415,7 @@ def test_two_workers_share_a_study_on_a_real_postgresql_server(postgres, tmp_pat
 
 def test_an_interrupted_trial_is_queued_again_and_resumes(tmp_path, fake_mnist, monkeypatch):
     out = tmp_path / "search"
-    args = _search_args(out, fake_mnist, "--epochs", "3", "--lr", "1e-3", "--log-sigma2", "6",
+    args = _search_args(out, fake_mnist, "--epochs", "3", "--lr", "1e-3", "--neg-log-sigma2", "6",
                         "--pruner", "none")
     real_run = search.run
 
@@ -445,7 +445,7 @@ def test_a_study_with_bad_settings_is_one_line(bad, tmp_path, fake_mnist, capsys
     """The database may come from someone else: search-report checks its settings."""
     out = tmp_path / "search"
     assert main(_search_args(out, fake_mnist, "--epochs", "1", "--lr", "1e-3",
-                             "--log-sigma2", "6")) == 0
+                             "--neg-log-sigma2", "6")) == 0
     study = _study(out)
     study.set_user_attr("settings", dict(study.user_attrs["settings"], **bad))
     capsys.readouterr()

@@ -83,10 +83,10 @@ def add_parsers(commands):
                                "minibatches: equally, or by Eq. (9), pi_i = M pi 2^(M-i)/(2^M-1)")
     thompson.add_argument("--prior-pi", type=number(float, 0, False), default=paper["prior"]["pi"],
                           help="weight of the wide component, in (0, 1)")
-    thompson.add_argument("--prior-log-sigma1", type=finite,
-                          default=paper["prior"]["log_sigma1"], help="-log sigma1")
-    thompson.add_argument("--prior-log-sigma2", type=finite,
-                          default=paper["prior"]["log_sigma2"], help="-log sigma2")
+    thompson.add_argument("--prior-neg-log-sigma1", type=finite,
+                          default=paper["prior"]["neg_log_sigma1"], help="-log sigma1")
+    thompson.add_argument("--prior-neg-log-sigma2", type=finite,
+                          default=paper["prior"]["neg_log_sigma2"], help="-log sigma2")
     greedy = play.add_argument_group(
         "the greedy agents", "defaults: the paper's settings; other values are recorded in each "
         "agent's settings")
@@ -123,8 +123,8 @@ def thompson_overrides(args):
             "num_action_samples": args.action_samples, "num_train_samples": args.train_samples,
             "act_on": args.act_on, "rho_init": args.rho_init, "kl_data": args.kl_data,
             "kl_scale": args.kl_scale, "kl_weighting": args.kl_weighting,
-            "prior": {"pi": args.prior_pi, "log_sigma1": args.prior_log_sigma1,
-                      "log_sigma2": args.prior_log_sigma2}}
+            "prior": {"pi": args.prior_pi, "neg_log_sigma1": args.prior_neg_log_sigma1,
+                      "neg_log_sigma2": args.prior_neg_log_sigma2}}
 
 
 def greedy_overrides(args):

@@ -48,10 +48,10 @@ def add_parsers(commands):
                         help="samples per step" + default.format(grid["num_samples"]))
     search.add_argument("--pi", type=float, nargs="+", default=None,
                         help="mixture weights" + default.format(grid["pi"]))
-    search.add_argument("--log-sigma1", type=float, nargs="+", default=None,
-                        help="values of -log sigma1" + default.format(grid["log_sigma1"]))
-    search.add_argument("--log-sigma2", type=float, nargs="+", default=None,
-                        help="values of -log sigma2" + default.format(grid["log_sigma2"]))
+    search.add_argument("--neg-log-sigma1", type=float, nargs="+", default=None,
+                        help="values of -log sigma1" + default.format(grid["neg_log_sigma1"]))
+    search.add_argument("--neg-log-sigma2", type=float, nargs="+", default=None,
+                        help="values of -log sigma2" + default.format(grid["neg_log_sigma2"]))
     search.add_argument("--sigma", type=number(float, 0, False), nargs="+", default=None,
                         help="the Gaussian prior's sigma (a Gaussian base)")
     search.add_argument("--momentum", type=float, nargs="+", default=None,

@@ -30,9 +30,9 @@ def add_parsers(commands):
     train.add_argument("--prior", choices=configs.CHOICES["prior"], default="scale-mixture")
     train.add_argument("--sigma", type=float, default=1.0, help="std of the Gaussian prior")
     train.add_argument("--pi", type=float, default=0.5, help="weight of the wide mixture component")
-    train.add_argument("--log-sigma1", type=float, default=0.0,
+    train.add_argument("--neg-log-sigma1", type=float, default=0.0,
                        help="-log sigma1 of the wide mixture component (the paper's convention)")
-    train.add_argument("--log-sigma2", type=float, default=6.0,
+    train.add_argument("--neg-log-sigma2", type=float, default=6.0,
                        help="-log sigma2 of the narrow mixture component")
     train.add_argument("--learn-prior", action="store_true",
                        help="learn the prior's values with the posterior (empirical Bayes), "

@@ -16,6 +16,7 @@ import numpy as np
 from ..apps import bandit
 from .._checks import check_positive
 from ..priors import ScaleMixturePrior
+from .configs import with_current_names
 
 __all__ = [
     "AGENTS",
@@ -66,7 +67,7 @@ GREEDY_SETTINGS = dict(OPTIMIZER_SETTINGS)
 #: (:class:`gluon_bbb.apps.bandit.ThompsonAgent`).
 THOMPSON_SETTINGS = {
     **OPTIMIZER_SETTINGS,
-    "prior": {"pi": 0.5, "log_sigma1": 0.0, "log_sigma2": 6.0},
+    "prior": {"pi": 0.5, "neg_log_sigma1": 0.0, "neg_log_sigma2": 6.0},
     "num_action_samples": 2,
     "num_train_samples": 2,
     "rho_init": -5.0,
@@ -181,9 +182,9 @@ def thompson_settings(overrides=None):
     settings = dict(THOMPSON_SETTINGS, prior=dict(THOMPSON_SETTINGS["prior"]))
     settings.update(overrides)
     prior = settings["prior"]
-    if not (isinstance(prior, dict) and set(prior) == {"pi", "log_sigma1", "log_sigma2"}):
-        raise ValueError(f"prior must give pi, log_sigma1 and log_sigma2, got {prior!r}")
-    ScaleMixturePrior(prior["pi"], math.exp(-prior["log_sigma1"]), math.exp(-prior["log_sigma2"]))
+    if not (isinstance(prior, dict) and set(prior) == {"pi", "neg_log_sigma1", "neg_log_sigma2"}):
+        raise ValueError(f"prior must give pi, neg_log_sigma1 and neg_log_sigma2, got {prior!r}")
+    ScaleMixturePrior(prior["pi"], math.exp(-prior["neg_log_sigma1"]), math.exp(-prior["neg_log_sigma2"]))
     for key in ("num_action_samples", "num_train_samples"):
         value = settings[key]
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
@@ -220,8 +221,8 @@ def make_agent(settings, num_features, ctx=None):
         return bandit.EpsilonGreedyAgent(num_features, epsilon=settings["epsilon"], **common)
     prior, rho_init = settings["prior"], settings["rho_init"]
     return bandit.ThompsonAgent(
-        num_features, prior=ScaleMixturePrior(prior["pi"], math.exp(-prior["log_sigma1"]),
-                                              math.exp(-prior["log_sigma2"])),
+        num_features, prior=ScaleMixturePrior(prior["pi"], math.exp(-prior["neg_log_sigma1"]),
+                                              math.exp(-prior["neg_log_sigma2"])),
         num_action_samples=settings["num_action_samples"],
         num_train_samples=settings["num_train_samples"],
         rho_init=tuple(rho_init) if isinstance(rho_init, list) else rho_init,
@@ -231,8 +232,10 @@ def make_agent(settings, num_features, ctx=None):
 
 def with_later_defaults(settings):
     """Stored settings of an agent completed with :data:`LATER_THOMPSON_DEFAULTS` or
-    :data:`LATER_GREEDY_DEFAULTS`."""
+    :data:`LATER_GREEDY_DEFAULTS`, the prior's keys under their current names."""
     if isinstance(settings, dict) and "epsilon" in settings:
         later = LATER_THOMPSON_DEFAULTS if settings["epsilon"] is None else LATER_GREEDY_DEFAULTS
-        return dict(later, **settings)
+        settings = dict(later, **settings)
+    if isinstance(settings, dict) and isinstance(settings.get("prior"), dict):
+        settings = dict(settings, prior=with_current_names(settings["prior"]))  # older names
     return settings

@@ -25,7 +25,8 @@ from ..priors import GaussianPrior, ScaleMixturePrior
 from ..weighting import KL_WEIGHTINGS
 
 __all__ = ["INPUT_SIZE", "PROTOCOL", "PAPER_GRID", "SEARCH_KEYS", "EXTRA_KEYS", "CHOICES",
-           "PRIOR_KEYS", "MOMENTUM_OPTIMIZERS", "CUSTOM", "LATER_DEFAULTS", "PAPER_TEST_ERROR",
+           "PRIOR_KEYS", "RENAMED_KEYS", "with_current_names", "MOMENTUM_OPTIMIZERS", "CUSTOM",
+           "LATER_DEFAULTS", "PAPER_TEST_ERROR",
            "CONFIGS",
            "DESCRIPTIONS", "get_config", "custom_config", "base_config", "check_hyperparameter",
            "format_overrides", "describe", "initial_values", "network_label", "make_prior",
@@ -52,9 +53,29 @@ PAPER_GRID = {
     "lr": [1e-3, 1e-4, 1e-5],
     "num_samples": [1, 2, 5, 10],
     "pi": [0.25, 0.5, 0.75],
-    "log_sigma1": [0.0, 1.0, 2.0],  # -log sigma1
-    "log_sigma2": [6.0, 7.0, 8.0],  # -log sigma2
+    "neg_log_sigma1": [0.0, 1.0, 2.0],  # -log sigma1
+    "neg_log_sigma2": [6.0, 7.0, 8.0],  # -log sigma2
 }
+
+
+#: Hyperparameters under the names that files written before a rename hold: ``log_sigma1`` and
+#: ``log_sigma2`` were the mixture's -log sigma here, while the learnable prior calls +log sigma
+#: ``log_sigma1``. Read with :func:`with_current_names`; refused as new overrides.
+RENAMED_KEYS = {"log_sigma1": "neg_log_sigma1", "log_sigma2": "neg_log_sigma2"}
+
+
+def with_current_names(values):
+    """A dict of hyperparameters read from a file, with keys of :data:`RENAMED_KEYS` under their
+    current names (anything that is not a dict is returned as it is)."""
+    if not isinstance(values, dict):
+        return values
+    return {RENAMED_KEYS.get(key, key): value for key, value in values.items()}
+
+
+def _refuse_old_name(key):
+    if key in RENAMED_KEYS:
+        raise ValueError(f"{key} is now called {RENAMED_KEYS[key]} (it is -log sigma, as in the "
+                         f"paper's grid)")
 
 
 #: The keys a search setting may set, in table order.
@@ -74,7 +95,7 @@ CHOICES = {"kl_weighting": KL_WEIGHTINGS, "prior": (GaussianPrior.name, ScaleMix
 
 
 #: The hyperparameters of each prior.
-PRIOR_KEYS = {"gaussian": ("sigma",), "scale-mixture": ("pi", "log_sigma1", "log_sigma2")}
+PRIOR_KEYS = {"gaussian": ("sigma",), "scale-mixture": ("pi", "neg_log_sigma1", "neg_log_sigma2")}
 
 
 #: The configuration name of a run with hyperparameters of the user's own
@@ -108,7 +129,7 @@ def _bbb_config(units, prior):
                   kl_weighting="uniform", kl_scale=1.0, rho_init=-5.0, mu_init="net",
                   estimator="weights", network="mlp", learn_prior=False)
     if prior == "scale-mixture":
-        config.update(pi=0.5, log_sigma1=0.0, log_sigma2=6.0)
+        config.update(pi=0.5, neg_log_sigma1=0.0, neg_log_sigma2=6.0)
     else:
         config.update(sigma=1.0)
     return config
@@ -186,7 +207,7 @@ _PAPER_SCHEDULE = (f"plain SGD, lr x{PAPER_LR_STEP_FACTOR:g} after epoch "
 for _units in (400, 1200):
     CONFIGS[f"bbb-mixture-{_units}-paper"] = dict(
         CONFIGS[f"bbb-mixture-{_units}"], optimizer="sgd", lr=1e-3, lr_steps=list(PAPER_LR_STEPS),
-        lr_step_factor=PAPER_LR_STEP_FACTOR, pi=0.75, log_sigma1=0.0, log_sigma2=8.0,
+        lr_step_factor=PAPER_LR_STEP_FACTOR, pi=0.75, neg_log_sigma1=0.0, neg_log_sigma2=8.0,
         rho_init=list(PAPER_RHO_INIT), mu_init=PAPER_MU_INIT)
     DESCRIPTIONS[f"bbb-mixture-{_units}-paper"] = (
         f"Bayes by Backprop, 2x{_units} ReLU, scale-mixture prior pi=3/4, -log sigma1=0, "
@@ -219,7 +240,7 @@ def get_config(name, **overrides):
     **overrides
         Values for keys the configuration has, e.g. ``hidden=[16]`` and ``subset=256`` for a
         smoke run, ``seed=1`` for a replicate, or the search keys ``lr``, ``num_samples``,
-        ``pi``, ``log_sigma1``, ``log_sigma2``. Overrides equal to the default are dropped.
+        ``pi``, ``neg_log_sigma1``, ``neg_log_sigma2``. Overrides equal to the default are dropped.
 
     Returns
     -------
@@ -236,6 +257,7 @@ def get_config(name, **overrides):
     config = dict(CONFIGS[name])
     applied = {}
     for key, value in overrides.items():
+        _refuse_old_name(key)
         if key not in config:
             raise ValueError(f"configuration {name} has no hyperparameter {key!r}; it has "
                              f"{', '.join(sorted(config))}")
@@ -281,6 +303,7 @@ def custom_config(**hyperparameters):
     """
     config = base_config(hyperparameters.get("prior", "scale-mixture"))
     for key, value in hyperparameters.items():
+        _refuse_old_name(key)
         if key not in config or key == "method":
             raise ValueError(f"a custom {config['prior']} configuration has no hyperparameter "
                              f"{key!r}; it has {', '.join(sorted(set(config) - {'method'}))}")
@@ -327,7 +350,7 @@ def check_hyperparameter(key, value):
         return real(lambda v: 0 < v < 1, "a number strictly between 0 and 1")
     if key in ("dropout", "momentum"):
         return real(lambda v: 0 <= v < 1, "a number in [0, 1)")
-    if key in ("log_sigma1", "log_sigma2"):
+    if key in ("neg_log_sigma1", "neg_log_sigma2"):
         return real(lambda v: True, "a finite number")
     if key == "lr_step_factor":
         return real(lambda v: 0 < v <= 1, "a number in (0, 1]")
@@ -387,8 +410,8 @@ def _describe_custom(config):
     if config["prior"] == "gaussian":
         prior = f"Gaussian prior sigma={config['sigma']:g}"
     else:
-        prior = (f"scale-mixture prior pi={config['pi']:g}, -log sigma1={config['log_sigma1']:g}, "
-                 f"-log sigma2={config['log_sigma2']:g}")
+        prior = (f"scale-mixture prior pi={config['pi']:g}, -log sigma1={config['neg_log_sigma1']:g}, "
+                 f"-log sigma2={config['neg_log_sigma2']:g}")
     decay = "" if config["lr_decay"] == 1.0 else f" (x{config['lr_decay']:g} per epoch)"
     if config.get("lr_steps"):
         decay += (f" (x{config['lr_step_factor']:g} after epoch"
@@ -425,21 +448,21 @@ def network_label(config):
 
 def make_prior(config):
     """The prior of a Bayes-by-Backprop configuration, a ``reproduce`` or a ``train`` one:
-    ``prior`` ('gaussian' with ``sigma``, or 'scale-mixture' with ``pi``, ``log_sigma1`` and
-    ``log_sigma2``, the paper's -log sigma convention), learned with the posterior where
+    ``prior`` ('gaussian' with ``sigma``, or 'scale-mixture' with ``pi``, ``neg_log_sigma1`` and
+    ``neg_log_sigma2``, the paper's -log sigma convention), learned with the posterior where
     ``learn_prior`` is true (its values are then the starting point)."""
     learnable = config.get("learn_prior", False)
     if config["prior"] == "gaussian":
         return GaussianPrior(config["sigma"], learnable=learnable)
     try:
-        sigma1, sigma2 = math.exp(-config["log_sigma1"]), math.exp(-config["log_sigma2"])
+        sigma1, sigma2 = math.exp(-config["neg_log_sigma1"]), math.exp(-config["neg_log_sigma2"])
     except OverflowError:
-        raise ValueError("log_sigma1 and log_sigma2 are -log sigma: values below -700 "
+        raise ValueError("neg_log_sigma1 and neg_log_sigma2 are -log sigma: values below -700 "
                          "overflow") from None
     if not sigma2 < sigma1:
-        raise ValueError(f"the scale-mixture prior needs sigma2 < sigma1, i.e. log_sigma2 > "
-                         f"log_sigma1 (--log-sigma2 > --log-sigma1; they are -log sigma); got "
-                         f"{config['log_sigma2']} and {config['log_sigma1']}")
+        raise ValueError(f"the scale-mixture prior needs sigma2 < sigma1, i.e. neg_log_sigma2 > "
+                         f"neg_log_sigma1 (--neg-log-sigma2 > --neg-log-sigma1; they are -log sigma); got "
+                         f"{config['neg_log_sigma2']} and {config['neg_log_sigma1']}")
     return ScaleMixturePrior(config["pi"], sigma1, sigma2, learnable=learnable)
 
 

@@ -12,7 +12,8 @@ import time
 from ..io.checkpoint import (CheckpointError, atomic_write_bytes, checked_field, read_json,
                              read_metadata, write_json)
 from .configs import (CONFIGS, CUSTOM, LATER_DEFAULTS, PRIOR_KEYS, base_config,
-                      check_hyperparameter, hyperparameters, make_prior, run_kind)
+                      check_hyperparameter, hyperparameters, make_prior, run_kind,
+                      with_current_names)
 
 __all__ = ["CONFIG", "SESSIONS", "RESULT", "LOG", "FILES", "read_run_config",
            "checked_stored_config", "check_run_dir", "is_record", "is_best", "best_of",
@@ -56,6 +57,9 @@ def checked_stored_config(config, source):
     """A configuration read from a run folder, with every hyperparameter checked as
     :func:`get_config` (or :func:`custom_config`) checks it, or a CheckpointError naming
     ``source``."""
+    config = with_current_names(config)  # files of before a rename
+    if isinstance(config.get("overrides"), dict):
+        config["overrides"] = with_current_names(config["overrides"])
     name = config.get("reproduce")
     if name == CUSTOM:
         prior = config.get("prior")
@@ -175,6 +179,9 @@ def read_result(run_dir):
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path} not found: run 'gluon-bbb reproduce-report {run_dir}'")
     result = read_json(path, "a run's report")
+    for key in ("hyperparameters", "overrides"):  # files of before a rename
+        if isinstance(result.get(key), dict):
+            result[key] = with_current_names(result[key])
     history = checked_field(result, "history", list, path, optional=True, default=[])
     if not all(isinstance(record, dict) for record in history):
         raise CheckpointError(f"{path}: its history holds something other than epoch records")

@@ -371,7 +371,7 @@ def study_settings(space, epochs, base="bbb-mixture-400", overrides=None, sample
         raise ValueError(f"{', '.join(sorted(clash))} cannot be both searched and overridden")
     get_config(base, **overrides)  # checks the overrides before anything is written
     if sampler == "grid" and not grid_settings(space, base):
-        raise ValueError("the grid has no setting with log_sigma2 > log_sigma1")
+        raise ValueError("the grid has no setting with neg_log_sigma2 > neg_log_sigma1")
     return {"base": base, "overrides": overrides, "space": space,
             "epochs": check_int("epochs", epochs), "sampler": sampler, "pruner": pruner,
             "max_trials": None if max_trials is None else check_int("max_trials", max_trials),

@@ -14,13 +14,13 @@ from optuna.visualization import matplotlib as optuna_plots
 
 from .. import plots
 from ..io.checkpoint import atomic_write_bytes
-from .configs import check_hyperparameter
+from .configs import check_hyperparameter, with_current_names
 from .protocol import MC_SAMPLES, report
 from .runfolder import read_sessions
 from .search import STUDY_NAME, TRIALS, open_storage, quiet_optuna, storage_url, study_settings
 from .spaces import format_setting, search_space, trial_name
 
-__all__ = ["SEARCH_MD", "FIGURES", "load_search", "trial_rows", "best_row", "best_setting",
+__all__ = ["SEARCH_MD", "FIGURES", "load_search", "search_settings", "trial_rows", "best_row", "best_setting",
            "training_time", "search_table", "report_search"]
 
 logger = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ def load_search(output_dir, storage=None):
     except KeyError:
         raise ValueError(f"the storage of {output_dir} holds no study {STUDY_NAME!r}: run "
                          "'gluon-bbb search' first") from None
-    settings = study.user_attrs.get("settings")
+    settings = search_settings(study)
     if not isinstance(settings, dict) or not isinstance(settings.get("space"), dict):
         raise ValueError(f"the study of {output_dir} has no search settings: it was not written "
                          "by 'gluon-bbb search', or its creator died while setting it up")
@@ -66,12 +66,24 @@ def load_search(output_dir, storage=None):
     return study
 
 
+def search_settings(study):
+    """The search settings a study holds, with hyperparameters under their current names
+    (:func:`~gluon_bbb.experiments.configs.with_current_names`: a study may be older than a
+    rename); None if it holds none."""
+    settings = study.user_attrs.get("settings")
+    if not isinstance(settings, dict):
+        return settings
+    return dict(settings, **{key: with_current_names(settings.get(key))
+                             for key in ("space", "overrides") if key in settings})
+
+
 def _setting(trial, space):
     """The trial's checked setting, or None when it has no complete one."""
-    if set(trial.params) != set(space):
+    params = with_current_names(trial.params)
+    if set(params) != set(space):
         return None
     try:
-        return {key: check_hyperparameter(key, trial.params[key]) for key in space}
+        return {key: check_hyperparameter(key, params[key]) for key in space}
     except ValueError:
         return None
 
@@ -82,7 +94,7 @@ def trial_rows(study):
     (the lowest validation error reported, also of a pruned trial), 'retry_of', 'repeat_of'
     (the first trial of the same setting, when a sampler drew it again), 'folder' (relative to
     the search folder, or None)."""
-    space = study.user_attrs["settings"]["space"]
+    space = search_settings(study)["space"]
     rows, first_of = [], {}
     for trial in study.get_trials(deepcopy=False):
         setting = _setting(trial, space)
@@ -120,7 +132,7 @@ def best_setting(study):
     best = best_row(trial_rows(study))
     if best is None:
         raise ValueError("the search has no complete trial yet")
-    return format_setting({key: best[key] for key in study.user_attrs["settings"]["space"]})
+    return format_setting({key: best[key] for key in search_settings(study)["space"]})
 
 
 def training_time(output_dir, rows):
@@ -173,7 +185,7 @@ def search_table(rows, space):
 
 def _figures(study, output_dir):
     """Draw Optuna's figures into the search folder; returns name -> file or the reason why not."""
-    space = study.user_attrs["settings"]["space"]
+    space = search_settings(study)["space"]
     varied = [key for key, values in space.items() if len(values) > 1]
     draw = {"history": lambda: optuna_plots.plot_optimization_history(study),
             "importances": lambda: optuna_plots.plot_param_importances(study, params=varied),
@@ -211,7 +223,7 @@ def report_search(output_dir, storage=None, mc_samples=MC_SAMPLES, data_dir=None
         report, or None), 'figures' (name -> file, or why it was not drawn).
     """
     study = load_search(output_dir, storage)
-    settings = study.user_attrs["settings"]
+    settings = search_settings(study)
     rows = trial_rows(study)
     best = best_row(rows)
     result = None

@@ -93,7 +93,7 @@ def search_space(base="bbb-mixture-400", **values):
 
 def grid_settings(grid=None, base="bbb-mixture-400"):
     """Every setting of a grid (default the paper's, 324 settings), in a fixed order, without
-    those whose mixture prior is invalid (``log_sigma2 <= log_sigma1``).
+    those whose mixture prior is invalid (``neg_log_sigma2 <= neg_log_sigma1``).
 
     Parameters
     ----------
@@ -110,7 +110,7 @@ def grid_settings(grid=None, base="bbb-mixture-400"):
     settings = []
     for values in itertools.product(*space.values()):
         setting = dict(zip(space, values))
-        if setting.get("log_sigma2", 1.0) > setting.get("log_sigma1", 0.0):
+        if setting.get("neg_log_sigma2", 1.0) > setting.get("neg_log_sigma1", 0.0):
             settings.append(setting)
     return settings
 
@@ -128,8 +128,8 @@ def trial_name(setting):
     """The run folder name of a setting, e.g. ``lr0.001_samples1_pi0.5_logsigma1-0_logsigma2-6``
     (then ``_adam`` and ``_decay0.98`` when the setting has them), ``lr0.1_momentum0.9_dropout0.5``
     for a baseline's."""
-    short = {"lr": "lr", "num_samples": "samples", "pi": "pi", "log_sigma1": "logsigma1-",
-             "log_sigma2": "logsigma2-", "sigma": "sigma", "momentum": "momentum",
+    short = {"lr": "lr", "num_samples": "samples", "pi": "pi", "neg_log_sigma1": "logsigma1-",
+             "neg_log_sigma2": "logsigma2-", "sigma": "sigma", "momentum": "momentum",
              "dropout": "dropout", "optimizer": "", "lr_decay": "decay"}
     return "_".join(f"{short[key]}{setting[key]:g}" if key != "optimizer" else setting[key]
                     for key in _NAME_ORDER if key in setting)
