@@ -41,8 +41,13 @@ def test_train_writes_the_one_run_folder_format(run_dir):
                  "train.log"):
         assert (run_dir / name).is_file(), name
     result = _result(run_dir)
-    assert 0.0 <= result["test_error_mean"] <= 1.0
-    assert 0.0 <= result["test_error_mc"] <= 1.0
+    # the recorded errors are the best network's, measured again from the folder alone
+    from gluon_bbb import experiments
+    measured = experiments.evaluate_run(str(run_dir), mc_samples=result["mc_samples"])
+    assert measured["num_test"] == 512 and measured["best_epoch"] == result["best_epoch"]
+    assert measured["test_error_mean"] == result["test_error_mean"]
+    assert measured["test_error_mc"] == result["test_error_mc"]
+    assert (512 * result["test_error_mc"]).is_integer() and result["mc_samples"] >= 1
     assert result["config"] == "custom" and result["paper_test_error"] is None
     assert result["description"].startswith("custom Bayes by Backprop on mnist, 32 ReLU, "
                                             "scale-mixture prior pi=0.5")
@@ -95,6 +100,15 @@ def test_train_learns_the_prior_and_resumes_it(tmp_path):
     learned = [record["prior"] for record in result["history"]]
     assert len(learned) == 2 and learned[0] != learned[1]
     assert learned[1]["sigma1"] != 1.0 and learned[1]["pi"] != 0.5
+    # the stopped and resumed run learned exactly what an uninterrupted one learns
+    straight = tmp_path / "straight"
+    assert main(args[:4] + ["2"] + args[5:-1] + [str(straight)]) == 0
+    assert [record["prior"] for record in _result(straight)["history"]] == learned
+    # and the checkpoint holds the prior of its last epoch
+    from gluon_bbb.io.checkpoint import read_metadata
+    stored = read_metadata(str(out / "checkpoint.bbb"))["prior"]
+    assert stored["learnable"] is True
+    assert {key: stored[key] for key in learned[1]} == pytest.approx(learned[1], rel=1e-6)
     assert "prior pi 0." in (out / "train.log").read_text()
     assert main(["evaluate", str(out), "--num-samples", "2"]) == 0  # read back, prior and all
 

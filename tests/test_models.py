@@ -41,7 +41,12 @@ def test_dropout_follows_each_hidden_layer():
 
 def test_hidden_sizes_accept_numpy_ints():
     import numpy as np
-    assert len(models.mlp(np.array([4, 3]))) == 3
+    net = models.mlp(np.array([4, 3]))
+    net.initialize()
+    assert net(nd.ones((2, 5))).shape == (2, 10)
+    shapes = [param.shape for param in net.collect_params().values()]
+    assert shapes == [(4, 5), (4,), (3, 4), (3,), (10, 3), (10,)]  # 5-4-3-10, plain ints
+    assert all(isinstance(size, int) for shape in shapes for size in shape)
 
 
 @pytest.mark.parametrize("kwargs, name", [

@@ -213,14 +213,31 @@ def test_deterministic_baseline_trains_and_predicts_softmax():
     assert prediction.error < 0.05
 
 
-def test_plots_return_figures():
+def test_plots_draw_the_numbers_they_are_given():
+    """Each uncertainty plot draws its data: the reliability bars are the per-bin accuracies,
+    the histograms the normalised counts, the refusal curve the coverage and the error (%)."""
     probs = np.array([[0.9, 0.1], [0.3, 0.7], [0.6, 0.4]])
     labels = np.array([0, 0, 0])
     diagram = uncertainty.reliability_diagram(probs, labels)
-    figures = [
-        uncertainty.plot_reliability_diagrams({"a": diagram, "b": diagram}),
-        uncertainty.plot_score_histograms({"in": [0.1, 0.2], "out": [0.5, 0.9]}),
-        uncertainty.plot_refusal_curves({"a": uncertainty.refuse_to_classify(probs, labels, [0, 0.5, 0.8])}),
-    ]
-    assert all(isinstance(figure, Figure) for figure in figures)
-    assert len(figures[0].axes) == 2
+    figure = uncertainty.plot_reliability_diagrams({"a": diagram, "b": diagram})
+    assert isinstance(figure, Figure) and len(figure.axes) == 2
+    heights = [patch.get_height() for patch in figure.axes[0].patches]
+    np.testing.assert_allclose(heights, np.nan_to_num(diagram.accuracy))
+    assert figure.axes[1].get_title() == f"b: ECE {diagram.ece:.4f}"
+
+    scores = {"in": [0.1, 0.2, 0.2, 0.9], "out": [0.5, 0.9]}
+    figure = uncertainty.plot_score_histograms(scores, num_bins=3, log_density=False)
+    drawn = figure.axes[0].patches  # one step outline per data set
+    assert [p.get_label() for p in drawn] == ["in", "out"]
+    for patch, values in zip(drawn, scores.values()):
+        expected, _ = np.histogram(values, bins=np.linspace(0, 0.9, 4), density=True)
+        outline = patch.get_xy()[:, 1]  # the step heights, each bin's twice
+        np.testing.assert_allclose(sorted(set(np.round(outline, 9)) - {0.0}),
+                                   sorted(set(np.round(expected, 9)) - {0.0}))
+
+    curve = uncertainty.refuse_to_classify(probs, labels, [0, 0.5, 0.8])
+    figure = uncertainty.plot_refusal_curves({"a": curve})
+    line, = figure.axes[0].lines
+    np.testing.assert_allclose(line.get_xdata(), curve.coverage)
+    np.testing.assert_allclose(line.get_ydata(), 100 * np.asarray(curve.error))
+    assert figure.axes[0].xaxis_inverted()
