@@ -7,9 +7,12 @@ sees the device and allocates memory, but every kernel fails with "no kernel ima
 available for execution on the device". :func:`resolve_context` runs one one-element kernel
 on a GPU context the first time it is resolved, and names such a GPU at once.
 """
+from __future__ import annotations
+
 import ctypes
 import ctypes.util
 import re
+from typing import Union
 
 import mxnet as mx
 from mxnet import nd
@@ -22,7 +25,7 @@ SUPPORTED_CAPABILITIES = "5.0-8.6"
 _CHECKED_GPUS = set()
 
 
-def resolve_context(ctx=None):
+def resolve_context(ctx: Union[mx.Context, str, None] = None) -> mx.Context:
     """Return an ``mx.Context``, refusing devices that do not exist or cannot run.
 
     Parameters

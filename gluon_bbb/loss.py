@@ -1,5 +1,8 @@
 """The Bayes-by-Backprop minibatch cost, the paper's Eq. (8), as a hybridizable Gluon loss."""
+from __future__ import annotations
+
 import math
+from typing import Optional
 
 from mxnet import gluon
 
@@ -73,7 +76,8 @@ class BBBLoss(gluon.loss.Loss):
         log q(w | theta) - log P(w), unweighted, summed over all weights.
     """
 
-    def __init__(self, prior, likelihood="softmax", noise_sigma=1.0, kl="monte_carlo", **kwargs):
+    def __init__(self, prior: Prior, likelihood: str = "softmax",
+                 noise_sigma: Optional[float] = 1.0, kl: str = "monte_carlo", **kwargs) -> None:
         super().__init__(weight=None, batch_axis=0, **kwargs)
         if not isinstance(prior, Prior):
             raise TypeError(f"prior must be a GaussianPrior or ScaleMixturePrior, got {prior!r}")

@@ -5,7 +5,10 @@ Bayes by Backprop is a training method, not an architecture: the network stays a
 keeps a mean ``mu`` and a ``rho`` with sigma = softplus(rho), and :func:`assign_arrays` puts
 a sample (or the mean) into the network's parameters.
 """
+from __future__ import annotations
+
 import weakref
+from typing import Optional, Sequence, Union
 
 import numpy as np
 import mxnet as mx
@@ -15,7 +18,8 @@ from ._checks import check_positive
 from ._math import softplus
 from ._mxcompat import parameter_arrays, set_parameter_array
 
-__all__ = ["VariationalPosterior", "trainable_parameters", "assign_arrays", "GaussianNoise",
+__all__ = ["VariationalPosterior", "trainable_parameters", "assign_arrays", "initialisation_state",
+           "GaussianNoise",
            "inverse_softplus", "MOPED_MIN_SIGMA"]
 
 
@@ -63,7 +67,20 @@ def trainable_parameters(net):
     ]
 
 
-def assign_arrays(params, arrays):
+def initialisation_state(param: gluon.Parameter) -> str:
+    """'ready', 'deferred' (shape known after a forward pass) or 'uninitialised', via public API."""
+    try:
+        param.list_ctx()
+    except RuntimeError:
+        return "uninitialised"
+    try:
+        param.data()
+    except gluon.parameter.DeferredInitializationError:
+        return "deferred"
+    return "ready"
+
+
+def assign_arrays(params: Sequence[gluon.Parameter], arrays: Sequence[nd.NDArray]) -> None:
     """Make ``param.data()`` return ``array`` itself (no copy) for each pair.
 
     ``Parameter.set_data`` would copy the values and cut the autograd graph from (mu, rho)
@@ -123,8 +140,9 @@ class VariationalPosterior(gluon.HybridBlock):
     list of 2K arrays: the K samples w, then the K standard deviations sigma.
     """
 
-    def __init__(self, net, mu_init="net", rho_init=-5.0, prefix="posterior_", sigma_init=None,
-                 moped_delta=0.1, **kwargs):
+    def __init__(self, net: gluon.Block, mu_init: Union[str, float] = "net",
+                 rho_init: Union[float, Sequence[float]] = -5.0, prefix: str = "posterior_",
+                 sigma_init: Optional[str] = None, moped_delta: float = 0.1, **kwargs) -> None:
         super().__init__(prefix=prefix, **kwargs)
         if sigma_init not in (None, "moped"):
             raise ValueError(f"sigma_init must be None or 'moped', got {sigma_init!r}")
@@ -200,11 +218,11 @@ class VariationalPosterior(gluon.HybridBlock):
         """sigma = softplus(rho), one NDArray per weight tensor."""
         return [softplus(nd, rho.data()) for rho in self.rhos]
 
-    def set_mean(self):
+    def set_mean(self) -> None:
         """Put copies of the posterior means into the network's parameters."""
         assign_arrays(self.targets, self.means())
 
-    def width_summary(self):
+    def width_summary(self) -> dict:
         """How wide q(w | theta) is: the median sigma and the share of weights whose
         signal-to-noise ratio abs(mu) / sigma is below 1, over the weight tensors (those of two
         or more dimensions, the ones pruning covers; all tensors if there are none). One host

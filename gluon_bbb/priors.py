@@ -4,6 +4,8 @@ Both are F-agnostic: ``log_prob(w)`` accepts an NDArray or, inside ``hybrid_forw
 Both can be fixed, as in the paper, or learned with the posterior (``learnable=True``,
 empirical Bayes).
 """
+from __future__ import annotations
+
 import math
 import numbers
 
@@ -150,7 +152,7 @@ class GaussianPrior(Prior):
 
     name = "gaussian"
 
-    def __init__(self, sigma=1.0, learnable=False):
+    def __init__(self, sigma: float = 1.0, learnable: bool = False) -> None:
         self._sigma = _check_positive_finite("sigma", sigma)
         if learnable:
             self._make_learnable({"log_sigma": math.log(self._sigma)})
@@ -250,7 +252,8 @@ class ScaleMixturePrior(Prior):
 
     name = "scale-mixture"
 
-    def __init__(self, pi=0.5, sigma1=math.exp(-0.0), sigma2=math.exp(-6.0), learnable=False):
+    def __init__(self, pi: float = 0.5, sigma1: float = math.exp(-0.0),
+                 sigma2: float = math.exp(-6.0), learnable: bool = False) -> None:
         try:
             pi = float(pi)
         except (TypeError, ValueError):
@@ -354,7 +357,7 @@ def _quadratic_total(F, w, alpha, c):
     return sum_of_squares(F, flat) * alpha + F.dot(ones, ones) * c
 
 
-def prior_from_config(config):
+def prior_from_config(config: dict) -> Prior:
     """Rebuild a prior from :meth:`Prior.config` output.
 
     Parameters

@@ -12,9 +12,12 @@ the same values and gradients; ``trainer.fused`` and ``trainer.fused_reason`` sa
 Monte Carlo prediction (:meth:`BBBTrainer.predict_proba`, :meth:`BBBTrainer.evaluate`) is
 done by :mod:`gluon_bbb.predictive`, saving and loading by :mod:`gluon_bbb.io.persistence`.
 """
+from __future__ import annotations
+
 import logging
 import time
 import warnings
+from typing import Callable, Iterable, List, Optional, Sequence, Union
 
 import numpy as np
 import mxnet as mx
@@ -32,7 +35,7 @@ from .fused import FiniteGuard, fused_path, variational_sample
 from .fused.optimizers import fused_optimizer
 from ._math import softplus
 from .loss import BBBLoss
-from .posterior import GaussianNoise, VariationalPosterior, assign_arrays
+from .posterior import GaussianNoise, VariationalPosterior, assign_arrays, initialisation_state
 from .predictive import SAMPLING_METHODS
 from .weighting import kl_weights
 
@@ -125,10 +128,14 @@ class BBBTrainer:
     weights, which gives the same per-example predictive distribution, and logs why once.
     """
 
-    def __init__(self, net, loss, optimizer="adam", optimizer_params=None, num_samples=1,
-                 kl_weighting="uniform", ctx=None, mu_init="net", rho_init=-5.0, seed=None,
-                 hybridize=True, fused=None, kl_scale=1.0, sigma_init=None, moped_delta=0.1,
-                 estimator="weights"):
+    def __init__(self, net: gluon.Block, loss: BBBLoss, optimizer: str = "adam",
+                 optimizer_params: Optional[dict] = None, num_samples: int = 1,
+                 kl_weighting: str = "uniform", ctx: Union[mx.Context, str, None] = None,
+                 mu_init: Union[str, float] = "net",
+                 rho_init: Union[float, Sequence[float]] = -5.0, seed: Optional[int] = None,
+                 hybridize: bool = True, fused: Optional[bool] = None, kl_scale: float = 1.0,
+                 sigma_init: Optional[str] = None, moped_delta: float = 0.1,
+                 estimator: str = "weights") -> None:
         if not isinstance(net, gluon.Block):
             raise TypeError(f"net must be a gluon Block, got {type(net).__name__}")
         if not isinstance(loss, BBBLoss):
@@ -167,7 +174,7 @@ class BBBTrainer:
         return self.gluon_trainer
 
     def _setup_without_data(self):
-        if all(_initialisation_state(p) == "ready" for p in self.net.collect_params().values()):
+        if all(initialisation_state(p) == "ready" for p in self.net.collect_params().values()):
             self._build()  # otherwise the shapes are unknown until the first batch
 
     def prepare(self, data):
@@ -176,7 +183,7 @@ class BBBTrainer:
         if self.posterior is not None:
             return
         params = self.net.collect_params().values()
-        if any(_initialisation_state(p) == "uninitialised" for p in params):
+        if any(initialisation_state(p) == "uninitialised" for p in params):
             self.net.initialize(ctx=self.ctx)
         self.forward(data)  # finishes deferred initialisation
         self._build()
@@ -243,7 +250,7 @@ class BBBTrainer:
         weights, sigmas = outputs[:len(epsilons)], outputs[len(epsilons):]
         return weights, (weights, sigmas, epsilons)
 
-    def draw_network(self):
+    def draw_network(self) -> None:
         """Put one sample w ~ q(w | theta) into the network, from the stream training draws
         from (MXNet's generator on the fused path, :attr:`noise` on the pure-MXNet path)."""
         if self.fused:
@@ -279,7 +286,8 @@ class BBBTrainer:
             )
 
     # ------------------------------------------------------------------ training
-    def step(self, data, label, kl_weight):
+    def step(self, data: nd.NDArray, label: nd.NDArray,
+             kl_weight: Union[float, nd.NDArray]) -> tuple:
         """One Bayes-by-Backprop update on a minibatch (section 3.2 of the paper).
 
         Parameters
@@ -317,7 +325,7 @@ class BBBTrainer:
         self.gluon_trainer.step(1)                                     # 7. update mu and rho
         return cost, _mean(nlls), _mean(complexities), pred, finite
 
-    def reseed(self, seed):
+    def reseed(self, seed: int) -> None:
         """Restart the weight noise from ``seed`` on both paths: MXNet's generator on the
         trainer's context (the fused operator's) and :attr:`noise` (the pure-MXNet path's).
         :meth:`fit` calls it with a seed derived from (seed, epoch) before every epoch."""
@@ -335,8 +343,11 @@ class BBBTrainer:
             self._kl_weight_cache = (key, array)
         return self._kl_weight_cache[1]
 
-    def fit(self, train_data, num_epochs, eval_data=None, checkpoint_path=None, progress=True,
-            epoch_callback=None, learning_rate_schedule=None, eval_label="test"):
+    def fit(self, train_data: Iterable, num_epochs: int, eval_data: Optional[Iterable] = None,
+            checkpoint_path: Optional[str] = None, progress: bool = True,
+            epoch_callback: Optional[Callable] = None,
+            learning_rate_schedule: Optional[Callable[[int], float]] = None,
+            eval_label: str = "test") -> List[dict]:
         """Train until ``num_epochs`` epochs are complete (continuing from ``self.epoch``).
 
         Parameters
@@ -409,7 +420,7 @@ class BBBTrainer:
         return self.history
 
     # ------------------------------------------------------------------ prediction
-    def set_mean(self):
+    def set_mean(self) -> None:
         """Put the posterior means mu into the network: it becomes a deterministic net.
 
         After this, ``trainer.net`` is an ordinary network holding copies of mu, so
@@ -418,7 +429,8 @@ class BBBTrainer:
         if self.posterior is not None:
             self.posterior.set_mean()
 
-    def predict_proba(self, data, num_samples=0, sampling="weights"):
+    def predict_proba(self, data: Iterable, num_samples: int = 0,
+                      sampling: str = "weights") -> List[nd.NDArray]:
         """Class probabilities for one batch of inputs.
 
         Parameters
@@ -445,7 +457,7 @@ class BBBTrainer:
         return predictive.predict_proba(self, [data.as_in_context(self.ctx)], num_samples,
                                         sampling)[0]
 
-    def evaluate(self, data, num_samples=0, sampling="weights"):
+    def evaluate(self, data: Iterable, num_samples: int = 0, sampling: str = "weights") -> float:
         """Classification error rate on a data set.
 
         Parameters
@@ -463,13 +475,13 @@ class BBBTrainer:
         return predictive.evaluate(self, data, num_samples, sampling)
 
     # ------------------------------------------------------------------ checkpoints
-    def save(self, path, extra=None):
+    def save(self, path: str, extra: Optional[dict] = None) -> None:
         """Atomically write mu, rho, the optimizer state, the settings and the history to a
         checkpoint file; see :func:`gluon_bbb.io.persistence.save_trainer`. ``extra`` (JSON)
         is stored alongside, and :meth:`load` returns it under the key 'extra'."""
         persistence.save_trainer(self, path, extra=extra)
 
-    def load(self, path, optimizer=True):
+    def load(self, path: str, optimizer: bool = True) -> dict:
         """Restore a checkpoint written by :meth:`save` into this trainer.
 
         The network must have the same architecture; its shapes must be known (initialise it
@@ -492,19 +504,6 @@ class BBBTrainer:
         dict, the checkpoint's metadata.
         """
         return persistence.load_trainer(self, path, optimizer=optimizer)
-
-
-def _initialisation_state(param):
-    """'ready', 'deferred' (shape known after a forward pass) or 'uninitialised', via public API."""
-    try:
-        param.list_ctx()
-    except RuntimeError:
-        return "uninitialised"
-    try:
-        param.data()
-    except gluon.parameter.DeferredInitializationError:
-        return "deferred"
-    return "ready"
 
 
 def _mean(arrays):

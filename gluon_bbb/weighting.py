@@ -1,4 +1,6 @@
 """Minibatch weights pi_i of the complexity cost (paper section 3.4)."""
+from __future__ import annotations
+
 import numpy as np
 
 __all__ = ["KL_WEIGHTINGS", "kl_weights"]
@@ -7,7 +9,7 @@ __all__ = ["KL_WEIGHTINGS", "kl_weights"]
 KL_WEIGHTINGS = ("uniform", "blundell")
 
 
-def kl_weights(scheme, num_batches):
+def kl_weights(scheme: str, num_batches: int) -> np.ndarray:
     """Weights pi_1..pi_M of the complexity cost for the M minibatches of an epoch.
 
     'uniform' gives pi_i = 1/M. 'blundell' is the paper's Eq. (9),

@@ -157,3 +157,32 @@ def test_importing_the_package_does_not_import_optuna_or_matplotlib():
             "gluon_bbb.experiments.search_space(); assert 'optuna' not in sys.modules; "
             "gluon_bbb.experiments.search.STUDY_NAME; assert 'optuna' in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_the_public_api_has_type_hints():
+    """Every parameter and the return value of the entry points users call first are
+    annotated, and the annotations resolve."""
+    import inspect
+    import typing
+
+    import gluon_bbb
+    from gluon_bbb import fused
+    entry_points = [gluon_bbb.BBBTrainer.__init__, gluon_bbb.BBBLoss.__init__,
+                    gluon_bbb.GaussianPrior.__init__, gluon_bbb.ScaleMixturePrior.__init__,
+                    gluon_bbb.VariationalPosterior.__init__, gluon_bbb.prior_from_config,
+                    gluon_bbb.kl_weights, gluon_bbb.resolve_context, gluon_bbb.assign_arrays,
+                    gluon_bbb.data.get_loaders, fused.variational_sample, fused.normal_sample]
+    entry_points += [getattr(gluon_bbb.BBBTrainer, name) for name in (
+        "step", "fit", "predict_proba", "evaluate", "save", "load", "set_mean", "draw_network",
+        "reseed")]
+    missing = []
+    for function in entry_points:
+        hints = typing.get_type_hints(function)
+        for name, parameter in inspect.signature(function).parameters.items():
+            if name != "self" and parameter.kind not in (parameter.VAR_POSITIONAL,
+                                                         parameter.VAR_KEYWORD):
+                if name not in hints:
+                    missing.append(f"{function.__qualname__}({name})")
+        if "return" not in hints:
+            missing.append(f"{function.__qualname__} -> ?")
+    assert not missing, missing

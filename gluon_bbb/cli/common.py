@@ -7,7 +7,7 @@ import os
 import sys
 
 from .. import data
-from ..experiments import configs, protocol, runfolder
+from ..experiments import configs, protocol, runfolder, wording
 from ..experiments.runlock import RunFolderLock
 
 __all__ = ["PROG", "PRUNING_JSON", "PRUNING_MD", "FIGURES", "MC_SAMPLES", "number", "fraction",
@@ -82,7 +82,7 @@ def overrides_of(args):
     overrides = {key: getattr(args, key) for key in ("hidden", "subset", "seed")
                  if getattr(args, key) is not None}
     for text in args.assignments or ():
-        overrides.update(configs.parse_setting(text, configs.SEARCH_KEYS + configs.EXTRA_KEYS))
+        overrides.update(wording.parse_setting(text, configs.SEARCH_KEYS + configs.EXTRA_KEYS))
     return overrides
 
 

@@ -12,7 +12,7 @@ import time
 
 from .. import data
 from ..context import resolve_context
-from ..experiments import configs, runfolder
+from ..experiments import configs, runfolder, wording
 from .common import MC_SAMPLES, add_training_options, number, train_into
 
 __all__ = ["add_parsers", "train_command", "train_config"]
@@ -108,5 +108,5 @@ def train_config(args):
         raise ValueError(f"--rho-init takes one value or two (a range), got {len(args.rho_init)}")
     values["rho_init"] = args.rho_init[0] if len(args.rho_init) == 1 else list(args.rho_init)
     values["mu_init"] = args.mu_init if args.mu_init == "net" else \
-        configs.parse_setting(f"mu_init={args.mu_init}", ("mu_init",))["mu_init"]
+        wording.parse_setting(f"mu_init={args.mu_init}", ("mu_init",))["mu_init"]
     return configs.custom_config(**values)

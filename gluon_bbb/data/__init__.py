@@ -24,6 +24,10 @@ Typical use::
     for data, label in loaders["train"]:   # data: (128, 784), label: (128,)
         ...
 """
+from __future__ import annotations
+
+from typing import Optional, Union
+
 import mxnet as mx
 import numpy as np
 
@@ -336,8 +340,10 @@ def load_splits(name="mnist", data_dir=None, preprocessing="paper", num_validati
     return splits
 
 
-def get_loaders(name="mnist", batch_size=128, data_dir=None, preprocessing="paper",
-                num_validation=0, subset=None, ctx=None, seed=0, download=True):
+def get_loaders(name: str = "mnist", batch_size: int = 128, data_dir: Optional[str] = None,
+                preprocessing: str = "paper", num_validation: int = 0,
+                subset: Optional[int] = None, ctx: Union[mx.Context, str, None] = None,
+                seed: int = 0, download: bool = True) -> dict:
     """:class:`ArrayLoader` for each split of :func:`load_splits`.
 
     Parameters

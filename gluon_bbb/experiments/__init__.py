@@ -4,7 +4,11 @@
 module                 what it does
 =====================  ===================================================================
 ``configs``            the paper's MNIST configurations, custom ones, their checks, the grid
+``wording``            a configuration in words, and ``--set`` text read back into values
 ``runfolder``          the one run-folder format: file names, distrustful reading, best epoch
+``runlock``            one writer per run folder; the start barrier of worker processes
+``machine``            the machine and versions a measurement ran on, and process memory
+``spaces``             what a search may vary per kind of configuration, and trial names
 ``runners``            one runner per configuration: build, train resumably, save, load
 ``protocol``           the paper's protocol: run (resumable), report, evaluate the best epoch
 ``search``             the hyperparameter search on Optuna: storage, samplers, pruning, workers
@@ -27,17 +31,18 @@ The protocol's main names are re-exported here::
 import importlib
 
 from . import (bandit_run, bandit_settings, configs, protocol, runfolder, runners, spaces,
-               uncertainty_eval)
+               uncertainty_eval, wording)
 from .configs import (CONFIGS, CUSTOM, DESCRIPTIONS, EXTRA_KEYS, PAPER_GRID, PAPER_TEST_ERROR,
-                      SEARCH_KEYS, custom_config, describe, get_config, learning_rate_schedule,
-                      parse_setting)
+                      SEARCH_KEYS, custom_config, get_config, learning_rate_schedule)
 from .protocol import evaluate_run, load_network, report, results_table, run
 from .runfolder import read_result
 from .runners import make_runner
+from .wording import describe, parse_setting
 from .spaces import grid_settings, sample_settings, search_space
 
 __all__ = ["bandit_run", "bandit_settings", "configs", "protocol", "runfolder", "runners", "search",
-           "search_report", "spaces", "uncertainty_eval", "CONFIGS", "CUSTOM", "DESCRIPTIONS",
+           "search_report", "spaces", "uncertainty_eval", "wording", "CONFIGS", "CUSTOM",
+           "DESCRIPTIONS",
            "EXTRA_KEYS", "PAPER_GRID", "PAPER_TEST_ERROR", "SEARCH_KEYS", "custom_config",
            "describe", "get_config", "learning_rate_schedule", "parse_setting", "make_runner",
            "evaluate_run", "load_network", "report", "results_table", "run", "read_result", "grid_settings", "sample_settings",

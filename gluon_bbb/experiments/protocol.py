@@ -57,8 +57,8 @@ from ..io.checkpoint import CheckpointError, checked_field, write_json
 from ..context import resolve_context
 from .machine import machine_info
 from .runlock import RunFolderLock
-from .configs import (PAPER_TEST_ERROR, describe, format_overrides, get_config, hyperparameters,
-                      network_label, run_kind)
+from .configs import PAPER_TEST_ERROR, get_config, hyperparameters, run_kind
+from .wording import describe, format_overrides, network_label
 from .runfolder import (CONFIG, FILES, RESULT, append_session, best_of, check_run_dir,
                         checkpoint_metadata, now, read_result, read_run_config, read_sessions,
                         renamed_record)

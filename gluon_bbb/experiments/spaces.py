@@ -137,7 +137,7 @@ def trial_name(setting):
 
 def format_setting(setting):
     """A setting as ``key=value`` pairs separated by commas, what ``reproduce --set`` and
-    :func:`~gluon_bbb.experiments.configs.parse_setting` read back exactly (numbers by
+    :func:`~gluon_bbb.experiments.wording.parse_setting` read back exactly (numbers by
     ``repr``: no digit is lost)."""
     return ",".join(f"{key}={value}" if isinstance(value, str) else f"{key}={value!r}"
                     for key, value in setting.items())

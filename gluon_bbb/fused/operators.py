@@ -1,11 +1,14 @@
 """The fused operators' Python API: the variational sample with its complexity, the finite
 guard, the Gaussian sample of the local reparameterisation, and the choice of path."""
+from __future__ import annotations
+
 import logging
+from typing import Optional, Sequence
 
 import numpy as np
 from mxnet import nd
 
-from ..priors import GaussianPrior, ScaleMixturePrior
+from ..priors import GaussianPrior, Prior, ScaleMixturePrior
 from .build import NORMAL_OP_NAME, OP_NAME, fused_status, load_fused_op
 
 __all__ = ["FiniteGuard", "fused_path", "variational_sample", "finite_guard", "normal_sample",
@@ -23,7 +26,9 @@ def prior_attributes(prior):
     raise TypeError(f"the fused operator supports GaussianPrior and ScaleMixturePrior, got {prior!r}")
 
 
-def variational_sample(mus, rhos, prior, epsilons=None, key=None, return_eps=True):
+def variational_sample(mus: Sequence[nd.NDArray], rhos: Sequence[nd.NDArray], prior: Prior,
+                       epsilons: Optional[Sequence[nd.NDArray]] = None, key: Optional[int] = None,
+                       return_eps: bool = True) -> tuple:
     """w = mu + softplus(rho) * eps and the complexity of Eq. (8), in one fused operator.
 
     **Noise.** eps is counter-based: value j of tensor k is a fixed function of (key, k, j)
@@ -164,7 +169,8 @@ def fused_path(ctx, dtype, params, requested=None, learnable_prior=False):
     return False, reason
 
 
-def normal_sample(mean, std=None, variance=None, key=None):
+def normal_sample(mean: nd.NDArray, std: Optional[nd.NDArray] = None,
+                  variance: Optional[nd.NDArray] = None, key: Optional[int] = None) -> nd.NDArray:
     """out = mean + std * eps with eps ~ N(0, 1), elementwise, in one fused operator.
 
     The noise is drawn as in :func:`variational_sample` (counter-based, keyed from MXNet's

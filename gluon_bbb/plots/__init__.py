@@ -17,6 +17,6 @@ from .training import error_curves, image_grid, posterior_widths, training_curve
 from .weights import (METHOD_LABELS, log_snr_density, posterior_gaussian, pruning_curve,
                       weight_densities)
 
-__all__ = ["axes_for", "save_png", "image_grid", "training_curves", "error_curves",
+__all__ = ["METHOD_LABELS", "axes_for", "save_png", "image_grid", "training_curves", "error_curves",
            "posterior_widths", "weight_densities", "log_snr_density", "pruning_curve",
            "posterior_gaussian"]
