@@ -1,6 +1,10 @@
 """The rendered book (docs/, Sphinx + myst-nb): it builds with warnings as errors, every notebook
 page holds its figures as real images and no error output. The notebooks run in smoke mode."""
+import importlib
+import inspect
+import json
 import os
+import pkgutil
 import re
 import subprocess
 import sys
@@ -12,6 +16,48 @@ from synthetic import needs_mnist
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted(path.stem for path in (ROOT / "notebooks").glob("*.ipynb"))
+#: Modules without a section of their own in the API reference: private ones, the version, and
+#: the command modules of the CLI (docs/cli.md describes the commands).
+UNDOCUMENTED = re.compile(r"(^|\.)_|^gluon_bbb\.version$|^gluon_bbb\.cli\.")
+
+
+def public_modules():
+    import gluon_bbb
+
+    names = ["gluon_bbb"] + [info.name for info in pkgutil.walk_packages(gluon_bbb.__path__, "gluon_bbb.")]
+    return [name for name in names if not UNDOCUMENTED.search(name)]
+
+
+def api_pages(book):
+    """The API reference's pages: the overview (api.html) and one page per subpackage."""
+    return [book / "api.html"] + sorted((book / "api").glob("*.html"))
+
+
+def notebook_names():
+    """Every gluon_bbb name the notebooks' code uses, as written there (e.g. "gluon_bbb.data.get_loaders",
+    "uncertainty.plot_reliability_diagrams"), with the object it names."""
+    import gluon_bbb
+
+    found = {}
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        code = "\n".join("".join(cell["source"]) for cell in cells if cell["cell_type"] == "code")
+        aliases = {"gluon_bbb": gluon_bbb}
+        for module, names in re.findall(r"^\s*from (gluon_bbb[\w.]*) import ([\w, ]+)$", code, re.M):
+            for name in (part.strip() for part in names.split(",")):
+                obj = getattr(importlib.import_module(module), name)
+                found[f"{module}.{name}"] = obj
+                if inspect.ismodule(obj):
+                    aliases[name] = obj
+        for alias, module in aliases.items():
+            for chain in re.findall(rf"(?<![\w.]){alias}((?:\.[A-Za-z]\w*)+)", code):
+                obj = module
+                for attribute in chain.strip(".").split("."):
+                    if not (inspect.ismodule(obj) or inspect.isclass(obj)) or not hasattr(obj, attribute):
+                        break
+                    obj = getattr(obj, attribute)
+                    found[alias + chain[:chain.index(attribute) + len(attribute)]] = obj
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -47,9 +93,49 @@ def test_every_notebook_page_shows_its_figures_and_no_error(book, name):
 
 @needs_mnist
 def test_the_book_has_the_api_reference_and_the_results(book):
-    api = (book / "api.html").read_text(encoding="utf-8")
+    api = "".join(page.read_text(encoding="utf-8") for page in api_pages(book))
     for name in ("BBBTrainer", "BBBLoss", "ScaleMixturePrior", "mc_predict", "read_checkpoint",
                  "custom_config"):
         assert name in api, name
-    assert "Table 1" in (book / "results.html").read_text(encoding="utf-8")
+    results = (book / "results.html").read_text(encoding="utf-8")
+    assert "Table 1" in results
+    assert results.index('id="summary"') < results.index("Table 1"), "results.md opens with its summary"
     assert (book / "benchmarks.html").is_file() and (book / "index.html").is_file()
+
+
+@needs_mnist
+def test_the_api_reference_opens_with_an_overview_and_has_a_section_per_module(book):
+    overview = (book / "api.html").read_text(encoding="utf-8")
+    assert re.search(r"<h2>Overview", overview), "api.md: no overview section"
+    for name in ("BBBTrainer", "BBBLoss", "GaussianPrior", "ScaleMixturePrior", "get_loaders",
+                 "gluon_bbb.analysis.pruning", "gluon_bbb.analysis.uncertainty"):
+        assert name in overview, f"the overview does not name {name}"
+    assert 'class="highlight-python' in overview, "the overview has no example"
+    pages = {page: page.read_text(encoding="utf-8") for page in api_pages(book)}
+    for module in public_modules():
+        holding = [page for page, html in pages.items() if f'id="module-{module}"' in html]
+        assert holding, f"{module} is not documented"
+        headings = re.findall(r"<h[12]>(.*?)<a class=\"headerlink", pages[holding[0]], re.S)
+        assert any(re.sub(r"<[^>]+>", "", text).strip() == module for text in headings), \
+            f"{module} has no heading of its own"
+
+
+@needs_mnist
+def test_every_name_the_notebooks_use_is_in_the_api_reference(book):
+    ids = set()
+    for page in api_pages(book):
+        ids.update(re.findall(r'id="([^"]+)"', page.read_text(encoding="utf-8")))
+    missing = []
+    for written, obj in sorted(notebook_names().items()):
+        name = written.rsplit(".", 1)[-1]
+        if name.startswith("_"):
+            continue
+        if inspect.ismodule(obj):
+            anchors = {f"module-{obj.__name__}"}
+        elif inspect.isclass(obj) or inspect.isfunction(obj):
+            anchors = {f"{obj.__module__}.{obj.__qualname__}"}
+        else:  # a constant: documented in the module that defines it
+            anchors = {anchor for anchor in ids if anchor.startswith("gluon_bbb.") and anchor.endswith("." + name)}
+        if not anchors & ids:
+            missing.append(written)
+    assert not missing, f"used in the notebooks, not in the API reference: {missing}"
