@@ -40,9 +40,9 @@ setup(
         # a search study on a PostgreSQL server (--storage postgresql://...)
         "postgresql": ["optuna>=5.0,<6", "psycopg[binary]>=3.1"],
         # the rendered book (docs/): sphinx-build -W -b html docs docs/_build/html
-        "docs": ["optuna>=5.0,<6", "sphinx>=7", "myst-nb>=1.0"],
+        "docs": ["optuna>=5.0,<6", "sphinx>=7", "myst-nb>=1.0", "furo>=2024.8.6"],
         "test": ["optuna>=5.0,<6", "pytest>=7", "nbclient>=0.7", "nbformat>=5", "ipykernel>=6",
-                 "psycopg[binary]>=3.1", "sphinx>=7", "myst-nb>=1.0"],
+                 "psycopg[binary]>=3.1", "sphinx>=7", "myst-nb>=1.0", "furo>=2024.8.6"],
     },
     entry_points={"console_scripts": ["gluon-bbb=gluon_bbb.cli:main"]},
 )

@@ -43,6 +43,7 @@ nb_merge_streams = True
 nb_render_markdown_format = "myst"
 
 autodoc_default_options = {"members": True, "show-inheritance": True}
+toc_object_entries_show_parents = "hide"  # the page's table of contents: "fit()", not "BBBTrainer.fit()"
 autodoc_member_order = "bysource"
 autodoc_mock_imports = []
 napoleon_google_docstring = False
@@ -61,15 +62,24 @@ with open(os.path.join(NOTEBOOKS, "README.md"), encoding="utf-8") as handle:
 with open(os.path.join(NOTEBOOKS, "README.md"), "w", encoding="utf-8") as handle:
     handle.write(readme)
 
-html_theme = "alabaster"
-html_theme_options = {"page_width": "1240px", "sidebar_width": "250px"}
+# Furo: a sidebar with the toctrees' captions, a local table of contents on every page with
+# sections, previous/next links at the bottom; code blocks keep their lines and scroll sideways.
+html_theme = "furo"
 html_title = f"gluon_bbb {__version__}"
 html_static_path = ["_static"]
-html_css_files = ["wrap-code.css"]  # long code lines wrap (no sideways scrolling)
-# MathJax from its CDN (the default), or from a local copy for reading offline, e.g. Debian's
-# libjs-mathjax: GLUON_BBB_MATHJAX=file:///usr/share/javascript/mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML
-if os.environ.get("GLUON_BBB_MATHJAX"):
-    mathjax_path = os.environ["GLUON_BBB_MATHJAX"]
+html_css_files = ["book.css"]
+html_theme_options = {"navigation_with_keys": True}
+
+# MathJax. A local copy is used when one is installed (Debian's libjs-mathjax, MathJax 2), so
+# that the book reads offline; otherwise Sphinx's default, MathJax from its CDN.
+# GLUON_BBB_MATHJAX overrides the choice: "cdn" for the CDN (a book to be published), or the URL
+# of a MathJax script, e.g. file:///usr/share/javascript/mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML
+LOCAL_MATHJAX = "/usr/share/javascript/mathjax/MathJax.js"
+MATHJAX = os.environ.get("GLUON_BBB_MATHJAX", "").strip()
+if not MATHJAX and os.path.isfile(LOCAL_MATHJAX):
+    MATHJAX = f"file://{LOCAL_MATHJAX}?config=TeX-AMS-MML_HTMLorMML"
+if MATHJAX and MATHJAX.lower() != "cdn":
+    mathjax_path = MATHJAX
     if "config=" in mathjax_path:  # MathJax 2 (Debian's): its own configuration, not version 3's
         mathjax2_config = {"tex2jax": {"inlineMath": [["\\(", "\\)"]],
                                        "displayMath": [["\\[", "\\]"]],
@@ -77,3 +87,85 @@ if os.environ.get("GLUON_BBB_MATHJAX"):
                                        "ignoreClass": "tex2jax_ignore|mathjax_ignore|document",
                                        "processClass": "tex2jax_process|mathjax_process|math|output_area"}}
         myst_update_mathjax = False
+
+# Whether the notebooks ran in smoke mode: a page built from one says so at its top. A config
+# value, so that switching modes re-reads every page.
+gluon_bbb_smoke = SMOKE
+SMOKE_NOTEBOOK = re.compile(r"notebooks/\d\d_")
+
+
+def smoke_banner(app, doctree):
+    """Put a note under the title of every notebook page executed in smoke mode."""
+    from docutils import nodes
+    from sphinx import addnodes
+
+    if not app.config.gluon_bbb_smoke or not SMOKE_NOTEBOOK.match(app.env.docname):
+        return
+    section = next(iter(doctree.findall(nodes.section)), None)
+    if section is None:
+        return
+    link = addnodes.pending_xref("", refdomain="std", reftype="doc", reftarget="/results",
+                                 refexplicit=True, refwarn=True)
+    link += nodes.inline("", "Results")
+    text = nodes.paragraph()
+    text += nodes.Text("This page was executed with ")
+    text += nodes.literal("", "GLUON_BBB_SMOKE=1")
+    text += nodes.Text(
+        ", the notebook's quick configuration (little data, few epochs or steps), to check "
+        "that it runs: the numbers and figures below are not results. The full settings' "
+        "numbers are quoted under \u201cWhat the full settings give\u201d in the introduction "
+        "and recorded in ")
+    text += link
+    text += nodes.Text(" (\u201cNotebooks with their full settings\u201d).")
+    note = nodes.admonition(classes=["smoke-build", "warning"])
+    note += nodes.title("", "Smoke build")
+    note += text
+    section.insert(1, note)  # after the title
+
+
+def resolve_short_names(app, env, node, contnode):
+    """Link a name written the way users import it (``gluon_bbb.BBBTrainer``,
+    ``gluon_bbb.uncertainty.auroc``) to the object's documentation under its own module."""
+    import importlib
+    import inspect
+
+    target = node.get("reftarget", "")
+    if node.get("refdomain") != "py" or not target.startswith("gluon_bbb."):
+        return None
+    parts = target.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        try:
+            for attribute in parts[cut:]:
+                obj = getattr(obj, attribute)
+        except AttributeError:
+            return None
+        break
+    else:
+        return None
+    if inspect.ismodule(obj):
+        canonical = obj.__name__
+    elif hasattr(obj, "__module__") and hasattr(obj, "__qualname__"):
+        canonical = f"{obj.__module__}.{obj.__qualname__}"
+    else:
+        return None
+    if canonical == target:
+        return None
+    return env.get_domain("py").resolve_xref(env, node["refdoc"], app.builder, node["reftype"],
+                                             canonical, node, contnode)
+
+
+def drop_object_base(app, name, obj, options, bases):
+    """No "Bases: object" line under a class that has no other base."""
+    if list(bases) == [object]:
+        bases.clear()
+
+
+def setup(app):
+    app.add_config_value("gluon_bbb_smoke", False, "env")
+    app.connect("autodoc-process-bases", drop_object_base)
+    app.connect("doctree-read", smoke_banner)
+    app.connect("missing-reference", resolve_short_names)
