@@ -1,0 +1,100 @@
+"""Execute the teaching notebooks at their full settings into docs/executed/, for the book.
+
+The notebooks in notebooks/ are committed without outputs, and the tests run them in smoke
+mode. The book shows copies executed at full settings instead, committed with their outputs:
+this script makes them, one notebook at a time, in the notebooks' folder (so their relative
+paths and links hold), and writes each copy atomically when its run finishes. It is
+resumable: a copy whose code cells equal its source's is up to date and is skipped, so after
+an interruption the same command goes on with the next notebook. ``tests/test_book.py``
+checks that every committed copy's code equals its source's, so a copy that went stale fails.
+
+    GLUON_BBB_DATA=../shared/data MPLBACKEND=Agg nohup python scripts/execute_notebooks.py \\
+        > runs/execute_notebooks.log 2>&1 &
+    python scripts/execute_notebooks.py 02_bbb_gluon_mnist 05_snr_pruning   # chosen ones
+"""
+import argparse
+import copy
+import os
+import sys
+import tempfile
+import time
+
+import nbformat
+from nbclient import NotebookClient
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+SOURCES = os.path.join(ROOT, "notebooks")
+EXECUTED = os.path.join(ROOT, "docs", "executed")
+#: Environment switches that make a notebook run anything but its full settings.
+QUICK_SWITCHES = ("GLUON_BBB_SMOKE",)
+
+
+def code_cells(notebook):
+    """The source of every code cell, in order: what must match between a copy and its source."""
+    return [cell.source for cell in notebook.cells if cell.cell_type == "code"]
+
+
+def up_to_date(name, output_dir=EXECUTED):
+    """Whether ``output_dir/name.ipynb`` holds the current code of ``notebooks/name.ipynb``,
+    executed at full settings."""
+    path = os.path.join(output_dir, f"{name}.ipynb")
+    if not os.path.isfile(path):
+        return False
+    source = nbformat.read(os.path.join(SOURCES, f"{name}.ipynb"), as_version=4)
+    executed = nbformat.read(path, as_version=4)
+    return (code_cells(executed) == code_cells(source)
+            and executed.metadata.get("gluon_bbb", {}).get("settings") == "full")
+
+
+def execute(name, output_dir=EXECUTED, timeout=7200, smoke=False):
+    """Run one notebook and write its executed copy; returns the seconds it took."""
+    source = nbformat.read(os.path.join(SOURCES, f"{name}.ipynb"), as_version=4)
+    notebook = copy.deepcopy(source)
+    saved = {switch: os.environ.pop(switch) for switch in QUICK_SWITCHES if switch in os.environ}
+    if smoke:
+        os.environ["GLUON_BBB_SMOKE"] = "1"
+    start = time.perf_counter()
+    try:
+        NotebookClient(notebook, timeout=timeout, kernel_name="python3",
+                       resources={"metadata": {"path": SOURCES}}).execute()
+    finally:
+        os.environ.pop("GLUON_BBB_SMOKE", None)
+        os.environ.update(saved)
+    seconds = time.perf_counter() - start
+    notebook.metadata.pop("widgets", None)
+    notebook.metadata["gluon_bbb"] = {"settings": "smoke" if smoke else "full",
+                                      "executed": time.strftime("%Y-%m-%d"),
+                                      "seconds": round(seconds)}
+    os.makedirs(output_dir, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(suffix=".ipynb", dir=output_dir)
+    with os.fdopen(handle, "w", encoding="utf-8") as out:
+        nbformat.write(notebook, out)
+    os.replace(tmp, os.path.join(output_dir, f"{name}.ipynb"))
+    return seconds
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help="notebooks (file stems); default all")
+    parser.add_argument("--output-dir", default=EXECUTED)
+    parser.add_argument("--timeout", type=int, default=7200, help="seconds per cell")
+    parser.add_argument("--smoke", action="store_true",
+                        help="the quick settings (to try this script; not for the book)")
+    args = parser.parse_args(argv)
+    names = args.names or sorted(f[:-len(".ipynb")] for f in os.listdir(SOURCES)
+                                 if f.endswith(".ipynb"))
+    for name in names:
+        if not os.path.isfile(os.path.join(SOURCES, f"{name}.ipynb")):
+            print(f"execute_notebooks: no notebook {name!r} in {SOURCES}", file=sys.stderr)
+            return 2
+        if not args.smoke and up_to_date(name, args.output_dir):
+            print(f"{name}: up to date", flush=True)
+            continue
+        print(f"{name}: running", flush=True)
+        seconds = execute(name, args.output_dir, args.timeout, args.smoke)
+        print(f"{name}: {seconds:.0f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
