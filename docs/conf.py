@@ -44,6 +44,7 @@ nb_render_markdown_format = "myst"
 
 autodoc_default_options = {"members": True, "show-inheritance": True}
 toc_object_entries_show_parents = "hide"  # the page's table of contents: "fit()", not "BBBTrainer.fit()"
+add_module_names = False  # "get_config(name)" under the heading gluon_bbb.experiments.configs
 autodoc_member_order = "bysource"
 autodoc_mock_imports = []
 napoleon_google_docstring = False
@@ -158,14 +159,29 @@ def resolve_short_names(app, env, node, contnode):
                                              canonical, node, contnode)
 
 
-def drop_object_base(app, name, obj, options, bases):
-    """No "Bases: object" line under a class that has no other base."""
-    if list(bases) == [object]:
-        bases.clear()
+def keep_constants_prose(app, what, name, obj, options, lines):
+    """Napoleon reads "X: Y" on the first line of a constant's or a property's docstring as its
+    type X (Google style); gluon_bbb's are prose ("Deprecated: the old name of ..."). Break the
+    line after that colon, which napoleon then leaves in the text. Runs before napoleon
+    (priority 400 < 500)."""
+    from sphinx.ext.napoleon.docstring import _single_colon_regex, _xref_or_code_regex
+
+    first = next((index for index, line in enumerate(lines) if line.strip()), None)
+    if what not in ("data", "property") or first is None:
+        return
+    line, offset = lines[first], 0
+    for index, part in enumerate(_xref_or_code_regex.split(line)):
+        match = _single_colon_regex.search(part) if index % 2 == 0 else None
+        if match:
+            cut = offset + match.end()
+            if line[cut:].strip():
+                lines[first:first + 1] = [line[:cut], line[cut:].strip()]
+            return
+        offset += len(part)
 
 
 def setup(app):
     app.add_config_value("gluon_bbb_smoke", False, "env")
-    app.connect("autodoc-process-bases", drop_object_base)
+    app.connect("autodoc-process-docstring", keep_constants_prose, priority=400)
     app.connect("doctree-read", smoke_banner)
     app.connect("missing-reference", resolve_short_names)
