@@ -27,7 +27,7 @@ version = release = __version__
 extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.mathjax",
               "sphinx.ext.viewcode"]
 source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}
-exclude_patterns = ["_build", "Thumbs.db", ".DS_Store"]
+exclude_patterns = ["_build", "executed", "Thumbs.db", ".DS_Store"]
 myst_enable_extensions = ["dollarmath", "amsmath"]
 myst_heading_anchors = 3
 
@@ -58,6 +58,28 @@ NOTEBOOKS = os.path.join(os.path.dirname(__file__), "notebooks")
 shutil.rmtree(NOTEBOOKS, ignore_errors=True)
 shutil.copytree(os.path.join(ROOT, "notebooks"), NOTEBOOKS,
                 ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+
+# A notebook executed at its full settings (docs/executed/, made by scripts/execute_notebooks.py
+# and committed with its outputs) replaces its source in the book and is not executed again,
+# as long as its code is the source's (tests/test_book.py fails on a stale copy).
+EXECUTED = os.path.join(os.path.dirname(__file__), "executed")
+
+
+def _code_cells(path):
+    import json
+    with open(path, encoding="utf-8") as handle:
+        return ["".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+                for cell in json.load(handle)["cells"] if cell["cell_type"] == "code"]
+
+
+FULL_SETTINGS = []  # the docnames shown executed at their full settings
+for name in sorted(os.listdir(EXECUTED) if os.path.isdir(EXECUTED) else []):
+    copy = os.path.join(EXECUTED, name)
+    if name.endswith(".ipynb") and os.path.isfile(os.path.join(NOTEBOOKS, name)) \
+            and _code_cells(copy) == _code_cells(os.path.join(NOTEBOOKS, name)):
+        shutil.copyfile(copy, os.path.join(NOTEBOOKS, name))
+        FULL_SETTINGS.append("notebooks/" + name[:-len(".ipynb")])
+nb_execution_excludepatterns = [f"*{docname}.ipynb" for docname in FULL_SETTINGS]
 with open(os.path.join(NOTEBOOKS, "README.md"), encoding="utf-8") as handle:
     readme = re.sub(r"\[([^\]]*)\]\(\.\./README\.md\)", r"\1 (the repository's README)", handle.read())
 with open(os.path.join(NOTEBOOKS, "README.md"), "w", encoding="utf-8") as handle:
@@ -100,7 +122,8 @@ def smoke_banner(app, doctree):
     from docutils import nodes
     from sphinx import addnodes
 
-    if not app.config.gluon_bbb_smoke or not SMOKE_NOTEBOOK.match(app.env.docname):
+    if (not app.config.gluon_bbb_smoke or not SMOKE_NOTEBOOK.match(app.env.docname)
+            or app.env.docname in FULL_SETTINGS):
         return
     section = next(iter(doctree.findall(nodes.section)), None)
     if section is None:

@@ -7,6 +7,8 @@ paths and links hold), and writes each copy atomically when its run finishes. It
 resumable: a copy whose code cells equal its source's is up to date and is skipped, so after
 an interruption the same command goes on with the next notebook. ``tests/test_book.py``
 checks that every committed copy's code equals its source's, so a copy that went stale fails.
+It prints each notebook's wall time and every line it printed: the numbers docs/results.md
+quotes under "Notebooks with their full settings".
 
     GLUON_BBB_DATA=../shared/data MPLBACKEND=Agg nohup python scripts/execute_notebooks.py \\
         > runs/execute_notebooks.log 2>&1 &
@@ -92,7 +94,12 @@ def main(argv=None):
             continue
         print(f"{name}: running", flush=True)
         seconds = execute(name, args.output_dir, args.timeout, args.smoke)
-        print(f"{name}: {seconds:.0f} s", flush=True)
+        print(f"== {name}: {seconds:.0f} s", flush=True)
+        executed = nbformat.read(os.path.join(args.output_dir, f"{name}.ipynb"), as_version=4)
+        for cell in executed.cells:  # what the notebook printed: the numbers the docs quote
+            for output in cell.get("outputs", []):
+                if output.get("name") == "stdout":
+                    print(output["text"], end="", flush=True)
     return 0
 
 

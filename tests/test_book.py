@@ -139,3 +139,27 @@ def test_every_name_the_notebooks_use_is_in_the_api_reference(book):
         if not anchors & ids:
             missing.append(written)
     assert not missing, f"used in the notebooks, not in the API reference: {missing}"
+
+
+EXECUTED = ROOT / "docs" / "executed"
+
+
+@pytest.mark.parametrize("copy", sorted(EXECUTED.glob("*.ipynb")), ids=lambda path: path.stem)
+def test_an_executed_notebook_in_the_book_is_its_source_at_full_settings(copy):
+    """The book shows docs/executed/ copies (scripts/execute_notebooks.py) in place of their
+    sources: each must hold its source's code exactly, run at full settings, without errors."""
+    import json
+
+    def code(path):
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        return [cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+                for cell in cells if cell["cell_type"] == "code"]
+
+    executed = json.loads(copy.read_text(encoding="utf-8"))
+    assert code(copy) == code(ROOT / "notebooks" / copy.name), \
+        f"{copy.name} is stale: run scripts/execute_notebooks.py {copy.stem}"
+    assert executed["metadata"]["gluon_bbb"]["settings"] == "full"
+    outputs = [output for cell in executed["cells"] if cell["cell_type"] == "code"
+               for output in cell.get("outputs", [])]
+    assert outputs and not [o for o in outputs if o.get("output_type") == "error"]
+    assert any("image/png" in o.get("data", {}) for o in outputs)  # its figures are there
