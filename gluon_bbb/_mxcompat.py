@@ -4,7 +4,7 @@ mxnet 1.9.1 keeps a few things gluon_bbb needs only in private attributes: the a
 a Gluon ``Parameter``, a ``Dense`` or ``Conv2D`` layer's settings, the arrays of its MNIST
 dataset, the structural parameter names that ``save_parameters`` writes, and the optimizer
 state of a ``gluon.Trainer``. Optuna 5 has no public accessor for a trial's id. Every access
-is a function here with the reason it is needed; ``tests/test_mxcompat.py`` pins the behaviour
+is a function here with the reason it is needed; ``tests/core/test_mxcompat.py`` pins the behaviour
 each one relies on, so an MXNet or Optuna that changes it fails there first. No other module
 touches another object's private attributes (``tests/test_architecture.py`` checks).
 """

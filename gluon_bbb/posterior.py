@@ -86,7 +86,7 @@ def assign_arrays(params: Sequence[gluon.Parameter], arrays: Sequence[nd.NDArray
     ``Parameter.set_data`` would copy the values and cut the autograd graph from (mu, rho)
     to the sample; handing the sampled array itself to the network
     (:func:`gluon_bbb._mxcompat.set_parameter_array`) keeps that graph, so gradients of the
-    loss reach mu and rho. ``tests/test_posterior.py`` checks that MXNet still honours this.
+    loss reach mu and rho. ``tests/core/test_posterior.py`` checks that MXNet still honours this.
 
     Parameters
     ----------
@@ -205,7 +205,7 @@ class VariationalPosterior(gluon.HybridBlock):
         for i, eps in enumerate(epsilons):
             sigma = softplus(F, params[f"rho{i}"])
             # broadcast_add, not "+": in mxnet 1.9.1 a hybridized elemwise_add can drop the
-            # gradient of an operand that is a block parameter (tests/test_trainer.py checks).
+            # gradient of an operand that is a block parameter (tests/core/test_trainer.py checks).
             weights.append(F.broadcast_add(params[f"mu{i}"], sigma * eps))
             sigmas.append(sigma)
         return weights + sigmas

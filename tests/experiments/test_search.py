@@ -18,7 +18,8 @@ import pytest
 from gluon_bbb.cli import main
 from gluon_bbb.experiments import search, search_report
 from gluon_bbb.experiments.runlock import meet_workers
-from gluon_bbb.experiments.configs import EXTRA_KEYS, PAPER_GRID, SEARCH_KEYS, parse_setting
+from gluon_bbb.experiments.configs import EXTRA_KEYS, PAPER_GRID, SEARCH_KEYS
+from gluon_bbb.experiments.wording import parse_setting
 
 SMALL = ["--hidden", "8", "--subset", "64", "--num-samples", "1", "--pi", "0.5",
          "--neg-log-sigma1", "0", "--no-progress"]

@@ -420,7 +420,7 @@ def test_a_bad_optimizer_state_changes_nothing(tmp_path):
 def test_the_slim_script_drops_the_optimizer_state_and_keeps_the_network(tmp_path):
     import importlib.util
     spec = importlib.util.spec_from_file_location(
-        "slim_checkpoints", os.path.join(os.path.dirname(__file__), "..", "scripts",
+        "slim_checkpoints", os.path.join(os.path.dirname(__file__), "..", "..", "scripts",
                                          "slim_checkpoints.py"))
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)

@@ -12,7 +12,7 @@ from gluon_bbb import data, experiments
 from gluon_bbb.io.checkpoint import read_metadata
 from gluon_bbb.cli import main
 
-RESULTS = pathlib.Path(__file__).resolve().parent.parent / "results"
+RESULTS = pathlib.Path(__file__).resolve().parents[2] / "results"
 HEADLINE_RUNS = ["bbb-mixture-400-ls8-kl0.3-s2", "bbb-mixture-400-ls8", "bbb-mixture-400-s2",
                  "bbb-mixture-400-lrdecay", "bbb-gaussian-400-lrdecay", "bbb-mixture-400",
                  "bbb-gaussian-400", "fashion-bbb-mixture-400-kl0.1", "bbb-mixture-lenet",

@@ -306,7 +306,7 @@ def test_the_committed_50k_checkpoints_load_with_their_optimizer_state(folder, a
     """docs/bandit's checkpoints were written by earlier versions; a later version must resume
     them (optimizer state included), not play the agent again from the start."""
     import os
-    path = os.path.join(os.path.dirname(__file__), "..", "docs", folder, f"agent-{agent}.bbb")
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "docs", folder, f"agent-{agent}.bbb")
     extra = read_metadata(path)["extra"]
     restored = bandit_settings.make_agent(extra["settings"], 117)  # the mushrooms' one-hot features
     loaded = restored.load(path)
