@@ -9,6 +9,7 @@ With ``GLUON_BBB_SMOKE=1`` the notebooks run in their quick configuration (about
 without it they run at full settings, and their outputs are cached in
 ``docs/_build/.jupyter_cache-full`` so that a rebuild only re-runs the notebooks that changed.
 """
+import json
 import os
 import re
 import shutil
@@ -60,25 +61,43 @@ shutil.copytree(os.path.join(ROOT, "notebooks"), NOTEBOOKS,
                 ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
 
 # A notebook executed at its full settings (docs/executed/, made by scripts/execute_notebooks.py
-# and committed with its outputs) replaces its source in the book and is not executed again,
-# as long as its code is the source's (tests/test_book.py fails on a stale copy).
+# and committed with its outputs) lends its outputs to its source's code cells in the book, and
+# the page is not executed again, as long as the code is the source's (tests/test_book.py fails
+# on a stale copy). The text is always the source's.
 EXECUTED = os.path.join(os.path.dirname(__file__), "executed")
 
 
 def _code_cells(path):
-    import json
     with open(path, encoding="utf-8") as handle:
         return ["".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
                 for cell in json.load(handle)["cells"] if cell["cell_type"] == "code"]
 
 
+def _with_outputs(source_path, executed_path):
+    """The source notebook with the executed copy's outputs in its code cells (so its text is
+    the source's, edited or not), or None when their code differs."""
+    with open(source_path, encoding="utf-8") as handle:
+        source = json.load(handle)
+    with open(executed_path, encoding="utf-8") as handle:
+        executed = json.load(handle)
+    if _code_cells(source_path) != _code_cells(executed_path):
+        return None
+    ran = [cell for cell in executed["cells"] if cell["cell_type"] == "code"]
+    for cell, done in zip([c for c in source["cells"] if c["cell_type"] == "code"], ran):
+        cell["outputs"], cell["execution_count"] = done.get("outputs", []), done.get("execution_count")
+    source["metadata"]["gluon_bbb"] = executed["metadata"].get("gluon_bbb", {})
+    return source
+
+
 FULL_SETTINGS = []  # the docnames shown executed at their full settings
 for name in sorted(os.listdir(EXECUTED) if os.path.isdir(EXECUTED) else []):
-    copy = os.path.join(EXECUTED, name)
-    if name.endswith(".ipynb") and os.path.isfile(os.path.join(NOTEBOOKS, name)) \
-            and _code_cells(copy) == _code_cells(os.path.join(NOTEBOOKS, name)):
-        shutil.copyfile(copy, os.path.join(NOTEBOOKS, name))
-        FULL_SETTINGS.append("notebooks/" + name[:-len(".ipynb")])
+    target = os.path.join(NOTEBOOKS, name)
+    if name.endswith(".ipynb") and os.path.isfile(target):
+        merged = _with_outputs(target, os.path.join(EXECUTED, name))
+        if merged is not None:
+            with open(target, "w", encoding="utf-8") as handle:
+                json.dump(merged, handle)
+            FULL_SETTINGS.append("notebooks/" + name[:-len(".ipynb")])
 nb_execution_excludepatterns = [f"*{docname}.ipynb" for docname in FULL_SETTINGS]
 with open(os.path.join(NOTEBOOKS, "README.md"), encoding="utf-8") as handle:
     readme = re.sub(r"\[([^\]]*)\]\(\.\./README\.md\)", r"\1 (the repository's README)", handle.read())

@@ -71,6 +71,7 @@ def execute(name, output_dir=EXECUTED, timeout=7200, smoke=False):
     handle, tmp = tempfile.mkstemp(suffix=".ipynb", dir=output_dir)
     with os.fdopen(handle, "w", encoding="utf-8") as out:
         nbformat.write(notebook, out)
+    os.chmod(tmp, 0o644)
     os.replace(tmp, os.path.join(output_dir, f"{name}.ipynb"))
     return seconds
 
