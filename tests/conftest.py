@@ -1,5 +1,15 @@
 """Fixtures shared by several test modules."""
+import pathlib
+import sys
+
 import pytest
+
+# The tests sit in folders named after the package's parts; a few import helpers and fixtures
+# from a test module of another folder (test_sparse_weights from test_pruning and
+# test_fuzz_readers), so every folder is importable whatever the order of collection.
+_TESTS = pathlib.Path(__file__).resolve().parent
+sys.path[:0] = [str(folder) for folder in sorted(_TESTS.iterdir())
+                if folder.is_dir() and folder.name != "__pycache__" and str(folder) not in sys.path]
 
 from synthetic import write_dataset
 
