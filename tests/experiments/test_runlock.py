@@ -83,7 +83,7 @@ def test_search_trials_take_the_lock(tmp_path, fake_mnist):
     with RunFolderLock(trial):  # this process writes the trial's folder
         probe = subprocess.run(
             [sys.executable, "-m", "gluon_bbb", "search", "--epochs", "1", "--lr", "1e-3",
-             "--num-samples", "1", "--pi", "0.5", "--log-sigma1", "0", "--log-sigma2", "6",
+             "--num-samples", "1", "--pi", "0.5", "--neg-log-sigma1", "0", "--neg-log-sigma2", "6",
              "--hidden", "8", "--subset", "64", "--data-dir", str(fake_mnist),
              "--output-dir", str(tmp_path / "search"), "--no-progress"],
             capture_output=True, text=True)
