@@ -162,7 +162,7 @@ def _local_outputs(trainer, batches, num_samples):
         if later:  # one sample of the later layers' weights serves every batch
             weights = variational_sample([posterior.mus[i].data() for i in later],
                                          [posterior.rhos[i].data() for i in later],
-                                         trainer.loss.prior)[0]
+                                         trainer.loss.prior, return_eps=False)[0]
             assign_arrays([posterior.targets[i] for i in later], weights)
         outputs = []
         for mean, variance in moments:

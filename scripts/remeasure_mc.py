@@ -27,8 +27,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     rows = []
     for run in args.runs:
-        with open(os.path.join(run, "result.json")) as f:
-            result = json.load(f)
+        result = experiments.read_result(run)  # checked like every run folder's file
         for network in args.networks:
             if network == "last" and not os.path.isfile(os.path.join(run, "checkpoint.bbb")):
                 continue
