@@ -42,10 +42,14 @@ class ReliabilityDiagram:
 
     Attributes
     ----------
-    bin_edges : (B + 1,) from 0 to 1
-    counts : (B,) examples per bin
-    confidence : (B,) mean confidence per bin, NaN for empty bins
-    accuracy : (B,) fraction correct per bin, NaN for empty bins
+    bin_edges : numpy.ndarray, (B + 1,)
+        From 0 to 1.
+    counts : numpy.ndarray, (B,)
+        Examples per bin.
+    confidence : numpy.ndarray, (B,)
+        Mean confidence per bin, NaN for empty bins.
+    accuracy : numpy.ndarray, (B,)
+        Fraction correct per bin, NaN for empty bins.
     ece : float
         Expected calibration error, sum_b (counts_b / N) abs(accuracy_b - confidence_b).
     """
@@ -133,9 +137,12 @@ class RefusalCurve:
 
     Attributes
     ----------
-    thresholds : (T,) an example is classified iff its confidence >= threshold
-    coverage : (T,) fraction of examples classified
-    error : (T,) error rate among the classified examples, NaN where none is
+    thresholds : numpy.ndarray, (T,)
+        An example is classified iff its confidence >= threshold.
+    coverage : numpy.ndarray, (T,)
+        Fraction of examples classified.
+    error : numpy.ndarray, (T,)
+        Error rate among the classified examples, NaN where none is.
     """
 
     thresholds: np.ndarray

@@ -56,6 +56,8 @@ from .bandit_settings import (AGENTS, GREEDY_SETTINGS, PAPER_SETTINGS, THOMPSON_
 __all__ = [
     "MAX_CURVE_POINTS",
     "read_agent_record",
+    "recorded_histories",
+    "recorded_agent",
     "run_agents",
     "summary_table",
     "milestone_table",
@@ -99,6 +101,89 @@ def read_agent_record(output_dir, name):
     except CheckpointError as error:
         logger.warning("%s; the agent is played again", error)
         return None
+
+
+def recorded_histories(output_dir, env):
+    """The history of every agent recorded in ``output_dir``, rebuilt from its actions.
+
+    Parameters
+    ----------
+    output_dir : str, a folder :func:`run_agents` wrote (e.g. the committed ``docs/bandit``)
+    env : gluon_bbb.apps.bandit.MushroomBandit, on the mushrooms the agents played
+
+    Returns
+    -------
+    dict
+        Label (e.g. ``'0% greedy'``) -> :class:`~gluon_bbb.apps.bandit.BanditHistory` of its
+        (T,) steps, in the order of :data:`AGENTS`; agents without a record are left out.
+
+    Raises
+    ------
+    ValueError
+        No agent's record in ``output_dir``, or records of another mushroom file (their
+        actions do not replay on ``env``), named.
+    """
+    histories = {}
+    for name in AGENTS:
+        record = read_agent_record(output_dir, name)
+        if record is None:
+            continue
+        try:
+            history = bandit.replay_history(env, record["actions"], record["settings"]["seed"])
+        except (ValueError, IndexError) as error:
+            raise ValueError(f"{_agent_path(output_dir, name)} does not replay on these "
+                             f"mushrooms: {error}") from None
+        curve = record.get("curve") or {}
+        steps = curve.get("step") or []
+        replayed = history.cumulative_expected_regret[np.asarray(steps, dtype=int) - 1] \
+            if steps and all(1 <= step <= len(history.actions) for step in steps) else None
+        if replayed is None or replayed.tolist() != curve.get("cumulative_expected_regret") \
+                or _final_numbers(history, env) != record["final"]:
+            raise ValueError(f"{_agent_path(output_dir, name)} was played on other mushrooms: "
+                             f"its actions do not give its recorded regret here")
+        histories[record["label"]] = history
+    if not histories:
+        raise ValueError(f"{output_dir} holds no agent's record (agent-<name>.json)")
+    return histories
+
+
+def recorded_agent(output_dir, name, num_features, ctx=None):
+    """Agent ``name`` as it ended its recorded run in ``output_dir``, from its checkpoint.
+
+    Parameters
+    ----------
+    output_dir : str, a folder :func:`run_agents` wrote
+    name : str, a key of :data:`AGENTS`
+    num_features : int, the contexts' one-hot features (117 for the UCI mushrooms)
+    ctx : mx.Context or str, optional
+
+    Returns
+    -------
+    (agent, record)
+        The agent (a ``ThompsonAgent`` or ``EpsilonGreedyAgent``) with the network and
+        optimizer state of the last step of its record, and the record
+        (:func:`read_agent_record`).
+
+    Raises
+    ------
+    ValueError
+        No record, or a checkpoint that is missing, damaged or not of the record's last step,
+        named.
+    """
+    check_agent(name)
+    record = read_agent_record(output_dir, name)
+    if record is None:
+        raise ValueError(f"{_agent_path(output_dir, name)}: no readable record of agent {name!r}")
+    path = _checkpoint_path(output_dir, name)
+    if not os.path.isfile(path):
+        raise ValueError(f"{path}: no checkpoint of agent {name!r}")
+    agent = make_agent(record["settings"], num_features, ctx)
+    extra = agent.load(path)  # a damaged file: a CheckpointError (a ValueError) naming it
+    actions = extra.get("actions") if isinstance(extra, dict) else None
+    if not (_same_run(extra.get("settings"), record["settings"]) and actions == record["actions"]):
+        raise ValueError(f"{path} is not the checkpoint of the last step of "
+                         f"{_agent_path(output_dir, name)}")
+    return agent, record
 
 
 def _checked_record(record, path):

@@ -500,3 +500,74 @@ def test_stored_agent_settings_of_before_a_rename_read_with_the_current_names():
     current = bandit_settings.with_later_defaults(stored)
     assert current["prior"] == {"pi": 0.5, "neg_log_sigma1": 0.0, "neg_log_sigma2": 6.0}
     assert bandit_settings.thompson_settings(current) == current
+
+
+# ------------------------------------------------------------------ reading a recorded run back
+def test_recorded_histories_replay_every_recorded_agent_in_order(tiny_file, tmp_path):
+    out = tmp_path / "out"
+    play(tiny_file, out, agents=["greedy-1", "thompson"])
+    env = bandit.MushroomBandit(*load_mushroom(tiny_file)[:2])
+    histories = bandit_run.recorded_histories(str(out), env)
+    assert list(histories) == ["Thompson sampling (BBB)", "1% greedy"]  # AGENTS' order
+    for name, history in zip(["thompson", "greedy-1"], histories.values()):
+        saved = record(out, name)
+        assert history.actions.tolist() == saved["actions"]
+        assert history.cumulative_expected_regret.tolist() == saved["curve"]["cumulative_expected_regret"]
+        assert history.cumulative_regret[-1] == saved["final"]["cumulative_regret"]
+    with pytest.raises(ValueError, match="holds no agent's record"):
+        bandit_run.recorded_histories(str(tmp_path / "empty"), env)
+
+
+def test_recorded_histories_refuse_records_of_other_mushrooms(tiny_file, tmp_path):
+    out = tmp_path / "out"
+    play(tiny_file, out, agents=["greedy-0"])
+    data = load_mushroom(tiny_file)
+    flipped = bandit.MushroomBandit(data.contexts, ~data.edible)  # every class the other way
+    with pytest.raises(ValueError, match="agent-greedy-0.json"):
+        bandit_run.recorded_histories(str(out), flipped)
+
+
+@pytest.mark.parametrize("agent", ["thompson", "greedy-0"])
+def test_recorded_agent_is_the_agent_at_the_end_of_its_run(tiny_file, tmp_path, monkeypatch, agent):
+    monkeypatch.setattr(bandit.play, "SEGMENT_STEPS", 2)  # a checkpoint after the last step
+    made = []
+
+    def keep(*args, **kwargs):
+        made.append(bandit_settings.make_agent(*args, **kwargs))
+        return made[-1]
+
+    with monkeypatch.context() as patch:
+        patch.setattr(bandit_run, "make_agent", keep)
+        play(tiny_file, tmp_path / "out", agents=[agent])
+    played = made[-1]  # the agent that played the run, as it ended
+    restored, saved = bandit_run.recorded_agent(str(tmp_path / "out"), agent, played.num_features)
+    assert saved["actions"] == record(tmp_path / "out", agent)["actions"]
+    assert type(restored) is type(played)
+    if isinstance(played, bandit.ThompsonAgent):  # mu and rho
+        ends = [[p.data().asnumpy() for p in a.trainer.posterior.mus + a.trainer.posterior.rhos]
+                for a in (played, restored)]
+    else:
+        ends = [[p.data().asnumpy() for p in a.net.collect_params().values()]
+                for a in (played, restored)]
+    assert len(ends[0]) == len(ends[1]) > 0
+    for mine, theirs in zip(*ends):
+        np.testing.assert_array_equal(mine, theirs)
+
+
+def test_recorded_agent_names_a_missing_or_foreign_checkpoint(tiny_file, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    play(tiny_file, out, agents=["greedy-0", "greedy-1"])  # 6 steps: no checkpoint yet
+    with pytest.raises(ValueError, match="no checkpoint"):
+        bandit_run.recorded_agent(str(out), "greedy-0", 117)
+    monkeypatch.setattr(bandit.play, "SEGMENT_STEPS", 2)
+    out = tmp_path / "checkpointed"
+    play(tiny_file, out, agents=["greedy-0", "greedy-1"])
+    num_features = bandit.MushroomBandit(*load_mushroom(tiny_file)[:2]).num_features
+    (out / "agent-greedy-1.bbb").write_bytes((out / "agent-greedy-0.bbb").read_bytes())
+    with pytest.raises(ValueError, match="agent-greedy-1.bbb is not the checkpoint"):
+        bandit_run.recorded_agent(str(out), "greedy-1", num_features)
+    (out / "agent-greedy-0.bbb").write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="agent-greedy-0.bbb"):
+        bandit_run.recorded_agent(str(out), "greedy-0", num_features)
+    with pytest.raises(ValueError, match="no readable record"):
+        bandit_run.recorded_agent(str(out), "greedy-5", num_features)

@@ -24,12 +24,17 @@ class BanditHistory:
 
     Attributes
     ----------
-    indices : (T,) mushrooms shown
-    actions : (T,) PASS or EAT
-    rewards : (T,) rewards received
-    regret : (T,) oracle reward - received reward (can be negative: a lucky poisonous meal)
-    expected_regret : (T,) oracle reward - expected reward of the action (>= 0):
-        5 for passing on an edible mushroom, 15 for eating a poisonous one, else 0
+    indices : numpy.ndarray, (T,)
+        Mushrooms shown.
+    actions : numpy.ndarray, (T,)
+        PASS or EAT.
+    rewards : numpy.ndarray, (T,)
+        Rewards received.
+    regret : numpy.ndarray, (T,)
+        Oracle reward - received reward (can be negative: a lucky poisonous meal).
+    expected_regret : numpy.ndarray, (T,)
+        Oracle reward - expected reward of the action (>= 0): 5 for passing on an edible
+        mushroom, 15 for eating a poisonous one, else 0.
     """
 
     indices: np.ndarray
