@@ -83,3 +83,28 @@ def test_runs_on_the_committed_networks(path, tmp_path, monkeypatch):
     printed = "".join(output.get("text", "") for cell in notebook.cells
                       for output in cell.get("outputs", []))
     assert "[1200, 1200] units" in printed  # the committed networks, not small ones trained here
+
+
+def test_notebook_05_prunes_the_paper_protocols_network_at_the_end_of_training(tmp_path,
+                                                                               monkeypatch):
+    """The configuration cell's alternative: the 600-epoch network of the paper's protocol, as it
+    ended training (the network the paper's Table 2 used)."""
+    from synthetic import require_mnist
+    require_mnist()
+    for name, value in (("GLUON_BBB_SMOKE", "1"), ("GLUON_BBB_USE_COMMITTED", "1"),
+                        ("GLUON_BBB_RESULTS", str(RESULTS_DIR)), ("MPLBACKEND", "Agg")):
+        monkeypatch.setenv(name, value)
+    notebook = nbformat.read(str(NOTEBOOK_DIR / "05_snr_pruning.ipynb"), as_version=4)
+    config = notebook.cells[1]
+    for old, new in (('COMMITTED = "searched-mixture-1200-seed1"',
+                      'COMMITTED = "paper-600/bbb-mixture-1200-paper-s0"'),
+                     ('COMMITTED_NETWORK = "best"', 'COMMITTED_NETWORK = "last"')):
+        assert old in config.source
+        config.source = config.source.replace(old, new)
+    client = nbclient.NotebookClient(
+        notebook, timeout=SMOKE_TIMEOUT_S, kernel_name="python3",
+        resources={"metadata": {"path": str(NOTEBOOK_DIR)}})
+    client.execute()
+    printed = "".join(output.get("text", "") for cell in notebook.cells
+                      for output in cell.get("outputs", []))
+    assert "loaded paper-600/bbb-mixture-1200-paper-s0 ([1200, 1200] units, epoch 600)" in printed
