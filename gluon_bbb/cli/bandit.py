@@ -9,7 +9,7 @@ from .. import data
 from ..data import mushroom
 from ..context import resolve_context
 from ..experiments import bandit_run, bandit_settings
-from .common import log_to, number
+from .common import HelpFormatter, log_to, number
 
 __all__ = ["add_parsers", "bandit_command", "thompson_overrides", "greedy_overrides"]
 
@@ -21,7 +21,7 @@ def add_parsers(commands):
     agents = bandit_settings.AGENTS
     play = commands.add_parser(
         "bandit", help="the paper's mushroom bandit: Thompson sampling vs epsilon-greedy",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
         description="Play each agent for --steps interactions on the UCI mushrooms with the "
                     "paper's settings (2x100 ReLU, buffer 4096, minibatches of 64, 2 weight "
                     "samples for Thompson). Each finished agent is saved at once; running the "

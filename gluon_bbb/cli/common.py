@@ -10,7 +10,7 @@ from .. import data
 from ..experiments import configs, protocol, runfolder, wording
 from ..experiments.runlock import RunFolderLock
 
-__all__ = ["PROG", "PRUNING_JSON", "PRUNING_MD", "FIGURES", "MC_SAMPLES", "number", "fraction",
+__all__ = ["PROG", "HelpFormatter", "PRUNING_JSON", "PRUNING_MD", "FIGURES", "MC_SAMPLES", "number", "fraction",
            "add_overrides", "overrides_of", "add_common", "add_training_options", "result_line",
            "errors_line",
            "log_to", "train_into"]
@@ -19,6 +19,18 @@ logger = logging.getLogger("gluon_bbb.cli")
 
 
 PROG = "gluon-bbb"
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Each option's help ends with its default, unless the help already says it or there is
+    none to say (a default of None or False)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "default" in text or action.default is None or action.default is False \
+                or action.default is argparse.SUPPRESS:
+            return text
+        return super()._get_help_string(action)
 
 
 PRUNING_JSON = "pruning.json"

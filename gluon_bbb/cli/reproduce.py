@@ -6,7 +6,7 @@ import os
 
 from ..context import resolve_context
 from ..experiments import configs, protocol, runfolder
-from .common import (MC_SAMPLES, add_common, add_overrides, add_training_options, number,
+from .common import (MC_SAMPLES, HelpFormatter, add_common, add_overrides, add_training_options, number,
                      overrides_of, train_into)
 
 __all__ = ["add_parsers", "reproduce_command", "reproduce_report_command"]
@@ -18,7 +18,7 @@ def add_parsers(commands):
     """The ``reproduce`` and ``reproduce-report`` commands."""
     rerun = commands.add_parser(
         "reproduce", help="train a configuration of the paper's MNIST Table 1 (resumable)",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
         description="Train on the first 50,000 MNIST training images, keep the best epoch on "
                     "the last 10,000, report its test error (result.json). Running the same "
                     "command again continues after the last completed epoch.")
@@ -35,7 +35,7 @@ def add_parsers(commands):
 
     rereport = commands.add_parser(
         "reproduce-report", help="test errors of the best epoch of runs (rewrites their result.json)",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=HelpFormatter)
     rereport.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
                           help="run folders (of 'train', 'reproduce' or a search trial)")
     rereport.add_argument("--mc-samples", type=number(int, 1, True), default=MC_SAMPLES,

@@ -9,7 +9,7 @@ from ..analysis import pruning
 from ..io.checkpoint import atomic_write_bytes, read_json, write_json
 from ..context import resolve_context
 from ..experiments import protocol, runfolder
-from .common import (FIGURES, MC_SAMPLES, PROG, PRUNING_JSON, PRUNING_MD, add_common, errors_line,
+from .common import (FIGURES, MC_SAMPLES, PROG, HelpFormatter, PRUNING_JSON, PRUNING_MD, add_common, errors_line,
                      fraction, number)
 
 __all__ = ["add_parsers", "load_run", "evaluate_command", "prune_command", "plot_command"]
@@ -20,7 +20,7 @@ logger = logging.getLogger("gluon_bbb.cli")
 def add_parsers(commands):
     """The ``evaluate``, ``prune`` and ``plot`` commands."""
     evaluate = commands.add_parser("evaluate", help="test error of a trained run",
-                                   formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                   formatter_class=HelpFormatter)
     evaluate.add_argument("run_dir", metavar="RUN_DIR",
                           help="run folder (of 'train', 'reproduce' or a search trial)")
     evaluate.add_argument("--num-samples", type=number(int, 1, True), default=MC_SAMPLES,
@@ -33,7 +33,7 @@ def add_parsers(commands):
 
     prune = commands.add_parser(
         "prune", help="test error after removing weights (Table 2); writes pruning.json/.md",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=HelpFormatter)
     prune.add_argument("run_dir", metavar="RUN_DIR",
                        help="run folder of a Bayes-by-Backprop configuration")
     prune.add_argument("--fractions", type=fraction, nargs="+",
@@ -50,7 +50,7 @@ def add_parsers(commands):
     prune.set_defaults(func=prune_command)
 
     plot = commands.add_parser("plot", help="PNG figures of a run, written into RUN_DIR",
-                               formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                               formatter_class=HelpFormatter)
     plot.add_argument("run_dir", metavar="RUN_DIR",
                       help="run folder of a Bayes-by-Backprop configuration")
     plot.add_argument("--ctx", default="cpu", help="'cpu', 'gpu' or 'gpu(i)'")

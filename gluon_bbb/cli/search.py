@@ -11,7 +11,7 @@ import tempfile
 
 from ..context import resolve_context
 from ..experiments import configs, spaces
-from .common import (MC_SAMPLES, PROG, add_common, add_overrides, add_training_options, log_to,
+from .common import (MC_SAMPLES, PROG, HelpFormatter, add_common, add_overrides, add_training_options, log_to,
                      number, overrides_of)
 
 __all__ = ["add_parsers", "search_command", "search_report_command"]
@@ -26,7 +26,7 @@ def add_parsers(commands):
     """The ``search`` and ``search-report`` commands."""
     search = commands.add_parser(
         "search", help="hyperparameter search of the paper's protocol on Optuna (resumable)",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
         description="Train settings of a configuration (Bayes by Backprop with either prior, "
                     "or an SGD or dropout baseline), each an ordinary "
                     "resumable run folder under OUTPUT_DIR/trials, and record their best "
@@ -93,7 +93,7 @@ def add_parsers(commands):
 
     report = commands.add_parser(
         "search-report", help="search.md and figures of a search; its best trial on the test set",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=HelpFormatter)
     report.add_argument("search_dir", metavar="SEARCH_DIR", help="folder written by 'search'")
     report.add_argument("--storage", default=None, metavar="URL",
                         help="the study's database (default: SEARCH_DIR/study.db)")

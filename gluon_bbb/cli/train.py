@@ -13,7 +13,7 @@ import time
 from .. import data
 from ..context import resolve_context
 from ..experiments import configs, runfolder, wording
-from .common import MC_SAMPLES, add_training_options, number, train_into
+from .common import MC_SAMPLES, HelpFormatter, add_training_options, number, train_into
 
 __all__ = ["add_parsers", "train_command", "train_config"]
 
@@ -23,7 +23,7 @@ logger = logging.getLogger("gluon_bbb.cli")
 def add_parsers(commands):
     """The ``train`` command."""
     train = commands.add_parser("train", help="train an MLP on MNIST or Fashion-MNIST",
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                formatter_class=HelpFormatter)
     train.add_argument("--dataset", choices=data.DATASETS, default="mnist")
     train.add_argument("--hidden", type=number(int, 1, True), nargs="+", default=[400, 400],
                        metavar="UNITS", help="units of each hidden layer")

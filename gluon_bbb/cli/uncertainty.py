@@ -10,7 +10,7 @@ from ..io.checkpoint import atomic_write_bytes, write_json
 from ..context import resolve_context
 from ..experiments import uncertainty_eval
 from ..experiments.machine import machine_info
-from .common import MC_SAMPLES, add_common, number
+from .common import MC_SAMPLES, HelpFormatter, add_common, number
 
 __all__ = ["add_parsers", "UNCERTAINTY_JSON", "UNCERTAINTY_MD", "uncertainty_command"]
 
@@ -21,7 +21,7 @@ def add_parsers(commands):
     """The ``uncertainty`` command."""
     uncertain = commands.add_parser(
         "uncertainty", help="calibration, OOD detection and refusal of MNIST reproduce runs",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
         description="For the best epoch of each run folder (trained on MNIST): test error and "
                     "expected calibration error, AUROC of entropy (and mutual information) "
                     "against Fashion-MNIST and uniform noise, error after refusing the least "
