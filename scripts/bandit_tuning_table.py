@@ -1,0 +1,79 @@
+#!/usr/bin/env python
+"""A table of short bandit runs side by side: the cumulative expected regret of every agent
+recorded in each folder at chosen steps, its poisonous meals, the edible mushrooms it passed
+and its seconds, with the settings that differ from the paper's defaults.
+
+Each folder is the output of one ``gluon-bbb bandit`` command (``agent-<name>.json`` per
+finished agent); the histories are rebuilt from the recorded actions
+(:func:`gluon_bbb.experiments.bandit_run.recorded_histories`, which checks them against each
+record's regret), so any step can be tabulated, not only the summary's milestones.
+
+Usage::
+
+    GLUON_BBB_DATA=/work/shared/data python scripts/bandit_tuning_table.py runs/bt/* \\
+        --steps 1000 2000 3000 5000
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from gluon_bbb.apps import bandit  # noqa: E402
+from gluon_bbb.data.mushroom import load_mushroom  # noqa: E402
+from gluon_bbb.experiments import bandit_run, bandit_settings  # noqa: E402
+
+
+def changed_settings(settings):
+    """The settings of a recorded agent that differ from the paper's defaults, as text."""
+    defaults = bandit_settings.THOMPSON_SETTINGS if settings["epsilon"] is None \
+        else bandit_settings.GREEDY_SETTINGS
+    changed = []
+    for key, default in defaults.items():
+        value = settings[key]
+        if key == "prior":
+            changed += [f"{name} {value[name]:g}" for name in default if value[name] != default[name]]
+        elif value != default:
+            changed.append(f"{key} {value}")
+    if settings["buffer_size"] != bandit_settings.PAPER_SETTINGS["buffer_size"]:
+        changed.append(f"buffer_size {settings['buffer_size']}")
+    return ", ".join(changed) or "the paper's"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("folders", nargs="+", help="output folders of gluon-bbb bandit")
+    parser.add_argument("--steps", type=int, nargs="+", default=[1000, 2000, 3000, 5000],
+                        help="steps at which to give the cumulative expected regret")
+    parser.add_argument("--mushroom", default=None,
+                        help="agaricus-lepiota.data (default: $GLUON_BBB_DATA/mushroom/...)")
+    args = parser.parse_args(argv)
+    path = args.mushroom or os.path.join(os.environ.get("GLUON_BBB_DATA", ""), "mushroom",
+                                         "agaricus-lepiota.data")
+    data = load_mushroom(path)
+    env = bandit.MushroomBandit(data.contexts, data.edible)
+    print("| folder | agent | seed | settings | " + " | ".join(f"{s:,}" for s in args.steps)
+          + " | poisonous eaten (whole run) | edible passed (whole run) | seconds |")
+    print("|---|---|---:|---|" + "---:|" * (len(args.steps) + 3))
+    for folder in args.folders:
+        try:
+            histories = bandit_run.recorded_histories(folder, env)
+        except ValueError as error:
+            print(f"<!-- {error} -->")
+            continue
+        for name in bandit_settings.AGENTS:
+            record = bandit_run.read_agent_record(folder, name)
+            if record is None:
+                continue
+            history = histories[record["label"]]
+            curve = history.cumulative_expected_regret
+            cells = [f"{curve[s - 1]:,.0f}" if s <= len(curve) else "" for s in args.steps]
+            final = record["final"]
+            print(f"| {os.path.basename(os.path.normpath(folder))} | {record['label']} | "
+                  f"{record['settings']['seed']} | {changed_settings(record['settings'])} | "
+                  + " | ".join(cells) + f" | {final['poisonous_eaten']:,} | "
+                  f"{final['edible_passed']:,} | {record['seconds']:,.0f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
