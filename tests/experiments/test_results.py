@@ -19,7 +19,8 @@ HEADLINE_RUNS = ["bbb-mixture-400-ls8-kl0.3-s2", "bbb-mixture-400-ls8", "bbb-mix
                  "fashion-bbb-mixture-lenet", "bbb-mixture-lenet-kl0.1",
                  "searched-mixture-400-seed1", "searched-mixture-1200-seed0",
                  "searched-mixture-1200-seed1", "searched-gaussian-1200-seed1",
-                 "paper-600/bbb-mixture-400-paper-s1", "paper-600/bbb-mixture-1200-paper-s0"]
+                 "paper-600/bbb-mixture-400-paper-s1", "paper-600/bbb-mixture-1200-paper-s0",
+                 "paper-600/bbb-mixture-400-paper-rho4-s0"]
 
 
 def _data_or_skip(dataset="mnist"):
