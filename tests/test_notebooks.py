@@ -66,34 +66,30 @@ COMMITTED_NOTEBOOKS = [NOTEBOOK_DIR / "04_weight_densities.ipynb",
 RESULTS_DIR = NOTEBOOK_DIR.parent / "results"
 
 
-@pytest.mark.parametrize("path", COMMITTED_NOTEBOOKS, ids=_ids(COMMITTED_NOTEBOOKS))
-def test_runs_on_the_committed_networks(path, tmp_path, monkeypatch):
-    """The switch loads the committed 2x1200 networks (smoke mode: a subset of the test set)."""
-    from synthetic import require_mnist
-    require_mnist()
-    monkeypatch.setenv("GLUON_BBB_SMOKE", "1")
-    monkeypatch.setenv("GLUON_BBB_USE_COMMITTED", "1")
-    monkeypatch.setenv("GLUON_BBB_RESULTS", str(RESULTS_DIR))
-    monkeypatch.setenv("MPLBACKEND", "Agg")
-    notebook = nbformat.read(str(path), as_version=4)
-    client = nbclient.NotebookClient(
-        notebook, timeout=SMOKE_TIMEOUT_S, kernel_name="python3",
-        resources={"metadata": {"path": str(tmp_path)}})
-    client.execute()
-    printed = "".join(output.get("text", "") for cell in notebook.cells
-                      for output in cell.get("outputs", []))
-    assert "[1200, 1200] units" in printed  # the committed networks, not small ones trained here
-
-
-def test_notebook_05_prunes_the_paper_protocols_network_at_the_end_of_training(tmp_path,
-                                                                               monkeypatch):
-    """The configuration cell's alternative: the 600-epoch network of the paper's protocol, as it
-    ended training (the network the paper's Table 2 used)."""
+def run_on_committed_networks(notebook, monkeypatch, folder):
+    """Execute ``notebook`` in smoke mode with USE_COMMITTED on, in ``folder``; what it printed."""
     from synthetic import require_mnist
     require_mnist()
     for name, value in (("GLUON_BBB_SMOKE", "1"), ("GLUON_BBB_USE_COMMITTED", "1"),
                         ("GLUON_BBB_RESULTS", str(RESULTS_DIR)), ("MPLBACKEND", "Agg")):
         monkeypatch.setenv(name, value)
+    nbclient.NotebookClient(notebook, timeout=SMOKE_TIMEOUT_S, kernel_name="python3",
+                            resources={"metadata": {"path": str(folder)}}).execute()
+    return "".join(output.get("text", "") for cell in notebook.cells
+                   for output in cell.get("outputs", []))
+
+
+@pytest.mark.parametrize("path", COMMITTED_NOTEBOOKS, ids=_ids(COMMITTED_NOTEBOOKS))
+def test_runs_on_the_committed_networks(path, tmp_path, monkeypatch):
+    """The switch loads the committed 2x1200 networks (smoke mode: a subset of the test set)."""
+    printed = run_on_committed_networks(nbformat.read(str(path), as_version=4), monkeypatch,
+                                        tmp_path)
+    assert "[1200, 1200] units" in printed  # the committed networks, not small ones trained here
+
+
+def test_notebook_05_prunes_the_paper_protocols_network_at_the_end_of_training(monkeypatch):
+    """The configuration cell's alternative: the 600-epoch network of the paper's protocol, as it
+    ended training (the network the paper's Table 2 used)."""
     notebook = nbformat.read(str(NOTEBOOK_DIR / "05_snr_pruning.ipynb"), as_version=4)
     config = notebook.cells[1]
     for old, new in (('COMMITTED = "searched-mixture-1200-seed1"',
@@ -101,10 +97,5 @@ def test_notebook_05_prunes_the_paper_protocols_network_at_the_end_of_training(t
                      ('COMMITTED_NETWORK = "best"', 'COMMITTED_NETWORK = "last"')):
         assert old in config.source
         config.source = config.source.replace(old, new)
-    client = nbclient.NotebookClient(
-        notebook, timeout=SMOKE_TIMEOUT_S, kernel_name="python3",
-        resources={"metadata": {"path": str(NOTEBOOK_DIR)}})
-    client.execute()
-    printed = "".join(output.get("text", "") for cell in notebook.cells
-                      for output in cell.get("outputs", []))
+    printed = run_on_committed_networks(notebook, monkeypatch, NOTEBOOK_DIR)
     assert "loaded paper-600/bbb-mixture-1200-paper-s0 ([1200, 1200] units, epoch 600)" in printed
