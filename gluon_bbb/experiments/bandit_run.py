@@ -45,7 +45,7 @@ import numpy as np
 
 from ..apps import bandit
 from .. import plots
-from ..io.checkpoint import CheckpointError, atomic_write_bytes, read_json, write_json
+from ..io.checkpoint import CheckpointError, atomic_write_bytes, read_json, read_metadata, write_json
 from .machine import machine_info
 from ..data.mushroom import load_mushroom
 from .runlock import RunFolderLock
@@ -58,6 +58,7 @@ __all__ = [
     "read_agent_record",
     "recorded_histories",
     "recorded_agent",
+    "checkpointed_history",
     "run_agents",
     "summary_table",
     "milestone_table",
@@ -184,6 +185,49 @@ def recorded_agent(output_dir, name, num_features, ctx=None):
         raise ValueError(f"{path} is not the checkpoint of the last step of "
                          f"{_agent_path(output_dir, name)}")
     return agent, record
+
+
+def checkpointed_history(output_dir, name, env):
+    """The steps agent ``name`` has played so far, from its checkpoint in ``output_dir``.
+
+    For watching a run that is still under way (or was stopped): the checkpoint is written
+    after every :data:`~gluon_bbb.apps.bandit.SEGMENT_STEPS` steps, with the actions so far.
+    Only the checkpoint's metadata is read; its arrays are not.
+
+    Parameters
+    ----------
+    output_dir : str, a folder :func:`run_agents` writes
+    name : str, a key of :data:`AGENTS`
+    env : gluon_bbb.apps.bandit.MushroomBandit, on the mushrooms the agent plays
+
+    Returns
+    -------
+    (settings, history, seconds) or None
+        The run's settings (``settings['steps']`` is the length asked for), the
+        :class:`~gluon_bbb.apps.bandit.BanditHistory` of the (T,) steps played so far and the
+        agent's seconds up to its checkpoint; None where the agent has no checkpoint.
+
+    Raises
+    ------
+    ValueError
+        A checkpoint that is damaged, not a bandit agent's, or whose actions do not replay on
+        ``env``, named.
+    """
+    check_agent(name)
+    path = _checkpoint_path(output_dir, name)
+    if not os.path.isfile(path):
+        return None
+    extra = read_metadata(path).get("extra")  # a damaged file: a CheckpointError naming it
+    if not (isinstance(extra, dict) and isinstance(extra.get("settings"), dict)
+            and isinstance(extra.get("seconds"), (int, float)) and _are_actions(extra.get("actions"))
+            and isinstance(extra["settings"].get("seed"), int)
+            and extra["settings"].get("agent") == name):
+        raise CheckpointError(f"{path} is not a checkpoint of bandit agent {name!r}")
+    try:
+        history = bandit.replay_history(env, extra["actions"], extra["settings"]["seed"])
+    except (ValueError, IndexError) as error:
+        raise ValueError(f"{path} does not replay on these mushrooms: {error}") from None
+    return with_later_defaults(extra["settings"]), history, float(extra["seconds"])
 
 
 def _checked_record(record, path):

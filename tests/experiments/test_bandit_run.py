@@ -571,3 +571,64 @@ def test_recorded_agent_names_a_missing_or_foreign_checkpoint(tiny_file, tmp_pat
         bandit_run.recorded_agent(str(out), "greedy-0", num_features)
     with pytest.raises(ValueError, match="no readable record"):
         bandit_run.recorded_agent(str(out), "greedy-5", num_features)
+
+
+def test_checkpointed_history_is_the_steps_played_so_far(tiny_file, tmp_path, monkeypatch):
+    """An agent stopped after 2 of 3 segments: its checkpoint replays to the first 4 steps of
+    the uninterrupted run; no checkpoint is None; a bad or foreign file is named."""
+    monkeypatch.setattr(bandit.play, "SEGMENT_STEPS", 2)
+    play(tiny_file, tmp_path / "whole", agents=["thompson"])
+    out = tmp_path / "out"
+    with monkeypatch.context() as patch:
+        StopAfterSegments(patch, stop=2)
+        with pytest.raises(Interrupted):
+            play(tiny_file, out, agents=["thompson"])
+    data = load_mushroom(tiny_file)
+    env = bandit.MushroomBandit(data.contexts, data.edible)
+    settings, history, seconds = bandit_run.checkpointed_history(str(out), "thompson", env)
+    whole = record(tmp_path / "whole", "thompson")
+    assert settings == whole["settings"] and seconds > 0
+    assert history.actions.tolist() == whole["actions"][:4]
+    assert history.cumulative_expected_regret.tolist() == \
+        whole["curve"]["cumulative_expected_regret"][:4]
+    assert bandit_run.checkpointed_history(str(out), "greedy-0", env) is None
+    (out / "agent-greedy-0.bbb").write_bytes((out / "agent-thompson.bbb").read_bytes())
+    with pytest.raises(ValueError, match="agent-greedy-0.bbb is not a checkpoint of bandit agent"):
+        bandit_run.checkpointed_history(str(out), "greedy-0", env)
+    (out / "agent-thompson.bbb").write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="agent-thompson.bbb"):
+        bandit_run.checkpointed_history(str(out), "thompson", env)
+
+
+def test_the_tuning_table_shows_finished_and_in_progress_agents(tiny_file, tmp_path, monkeypatch,
+                                                                 capsys):
+    """scripts/bandit_tuning_table.py: a finished agent's row from its record; with
+    --in-progress, an interrupted agent's row from its checkpoint, its regret that of the
+    uninterrupted run at the steps it has played."""
+    import importlib.util
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "bandit_tuning_table.py"
+    spec = importlib.util.spec_from_file_location("bandit_tuning_table", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    monkeypatch.setattr(bandit.play, "SEGMENT_STEPS", 2)
+    play(tiny_file, tmp_path / "whole", agents=["thompson"])
+    out = tmp_path / "out"
+    play(tiny_file, out, agents=["greedy-0"])
+    with monkeypatch.context() as patch:
+        StopAfterSegments(patch, stop=2)
+        with pytest.raises(Interrupted):
+            play(tiny_file, out, agents=["thompson"])
+    arguments = [str(out), "--steps", "2", "4", "6", "--mushroom", str(tiny_file)]
+    script.main(arguments)
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| out |")]
+    assert len(rows) == 1 and "0% greedy" in rows[0]
+    greedy_curve = record(out, "greedy-0")["curve"]["cumulative_expected_regret"]
+    assert [cell.strip() for cell in rows[0].split("|")[5:8]] == \
+        [f"{greedy_curve[step - 1]:,.0f}" for step in (2, 4, 6)]
+    script.main(arguments + ["--in-progress"])
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| out |")]
+    assert len(rows) == 2 and "(in progress: 4 of 6 steps)" in rows[0]
+    whole = record(tmp_path / "whole", "thompson")["curve"]["cumulative_expected_regret"]
+    assert [cell.strip() for cell in rows[0].split("|")[5:8]] == \
+        [f"{whole[1]:,.0f}", f"{whole[3]:,.0f}", ""]  # step 6 not played yet
