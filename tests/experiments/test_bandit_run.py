@@ -315,6 +315,40 @@ def test_the_committed_50k_checkpoints_load_with_their_optimizer_state(folder, a
         assert extra["settings"]["kl_scale"] == 2.0
 
 
+def committed_tuned_checkpoints():
+    """docs/bandit-tuned*/agent-*.bbb: the 50,000-step runs with the settings chosen on seed 1,
+    committed while they play so that a later session resumes them."""
+    import glob
+    import os
+    docs = os.path.join(os.path.dirname(__file__), "..", "..", "docs")
+    return sorted(os.path.relpath(path, docs)
+                  for path in glob.glob(os.path.join(docs, "bandit-tuned*", "agent-*.bbb")))
+
+
+@pytest.mark.parametrize("path", committed_tuned_checkpoints())
+def test_the_committed_tuned_runs_resume_with_the_chosen_settings(path):
+    """Each committed checkpoint of the tuned 50,000-step runs loads, optimizer state included,
+    at a segment boundary, with the settings docs/results.md names: JINKEHE's setting at 1e-6
+    for Thompson sampling, the paper's Adam 1e-3 for the greedy agents."""
+    import os
+    full = os.path.join(os.path.dirname(__file__), "..", "..", "docs", path)
+    extra = read_metadata(full)["extra"]
+    settings = bandit_settings.with_later_defaults(extra["settings"])
+    loaded = bandit_settings.make_agent(settings, 117).load(full)  # the mushrooms' features
+    actions = loaded["actions"]
+    assert len(actions) == len(extra["actions"]) and 0 < len(actions) <= settings["steps"] == 50000
+    assert len(actions) % bandit.play.SEGMENT_STEPS == 0
+    assert settings["seed"] == (2 if "-s2" in path else 0)
+    if settings["agent"] == "thompson":
+        assert {key: settings[key] for key in ("optimizer", "learning_rate", "prior", "rho_init",
+                                               "act_on", "num_train_samples")} == {
+            "optimizer": "sgd", "learning_rate": 1e-6, "rho_init": [-7.0, -6.0], "act_on": "weights",
+            "prior": {"pi": 0.5, "neg_log_sigma1": 3.0, "neg_log_sigma2": 8.0},
+            "num_train_samples": 2}
+    else:
+        assert (settings["optimizer"], settings["learning_rate"]) == ("adam", 1e-3)
+
+
 # ------------------------------------------------------------------ the reproductions' settings
 def optimizer_of(agent):
     """The mx.optimizer.Optimizer of an agent's gluon.Trainer."""
