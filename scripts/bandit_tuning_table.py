@@ -46,16 +46,16 @@ def agent_rows(folder, env, in_progress=False):
     """(label, settings, history, seconds) of each agent recorded in ``folder``; with
     ``in_progress``, also of each agent that has only a checkpoint so far (its label says how
     far it is). A folder that cannot be read is reported as an HTML comment and skipped."""
-    try:
-        histories = bandit_run.recorded_histories(folder, env)
-    except ValueError as error:
-        histories = {}
-        if not (in_progress and "holds no agent's record" in str(error)):
+    records = {name: bandit_run.read_agent_record(folder, name) for name in bandit_settings.AGENTS}
+    histories = {}
+    if any(records.values()) or not in_progress:  # none recorded: only the checkpoints to show
+        try:
+            histories = bandit_run.recorded_histories(folder, env)
+        except ValueError as error:
             print(f"<!-- {error} -->")
             return []
     rows = []
-    for name in bandit_settings.AGENTS:
-        record = bandit_run.read_agent_record(folder, name)
+    for name, record in records.items():
         if record is not None:
             rows.append((record["label"], record["settings"], histories[record["label"]],
                          record["seconds"]))

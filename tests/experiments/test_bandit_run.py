@@ -607,16 +607,21 @@ def test_recorded_agent_names_a_missing_or_foreign_checkpoint(tiny_file, tmp_pat
         bandit_run.recorded_agent(str(out), "greedy-5", num_features)
 
 
+def thompson_stopped_after_two_segments(tiny_file, out, monkeypatch):
+    """The Thompson agent played into ``out`` and interrupted after its second checkpoint."""
+    with monkeypatch.context() as patch:
+        StopAfterSegments(patch, stop=2)
+        with pytest.raises(Interrupted):
+            play(tiny_file, out, agents=["thompson"])
+
+
 def test_checkpointed_history_is_the_steps_played_so_far(tiny_file, tmp_path, monkeypatch):
     """An agent stopped after 2 of 3 segments: its checkpoint replays to the first 4 steps of
     the uninterrupted run; no checkpoint is None; a bad or foreign file is named."""
     monkeypatch.setattr(bandit.play, "SEGMENT_STEPS", 2)
     play(tiny_file, tmp_path / "whole", agents=["thompson"])
     out = tmp_path / "out"
-    with monkeypatch.context() as patch:
-        StopAfterSegments(patch, stop=2)
-        with pytest.raises(Interrupted):
-            play(tiny_file, out, agents=["thompson"])
+    thompson_stopped_after_two_segments(tiny_file, out, monkeypatch)
     data = load_mushroom(tiny_file)
     env = bandit.MushroomBandit(data.contexts, data.edible)
     settings, history, seconds = bandit_run.checkpointed_history(str(out), "thompson", env)
@@ -649,10 +654,7 @@ def test_the_tuning_table_shows_finished_and_in_progress_agents(tiny_file, tmp_p
     play(tiny_file, tmp_path / "whole", agents=["thompson"])
     out = tmp_path / "out"
     play(tiny_file, out, agents=["greedy-0"])
-    with monkeypatch.context() as patch:
-        StopAfterSegments(patch, stop=2)
-        with pytest.raises(Interrupted):
-            play(tiny_file, out, agents=["thompson"])
+    thompson_stopped_after_two_segments(tiny_file, out, monkeypatch)
     arguments = [str(out), "--steps", "2", "4", "6", "--mushroom", str(tiny_file)]
     script.main(arguments)
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| out |")]
