@@ -4,9 +4,11 @@ The notebooks in notebooks/ are committed without outputs, and the tests run the
 mode. The book shows copies executed at full settings instead, committed with their outputs:
 this script makes them, one notebook at a time, in the notebooks' folder (so their relative
 paths and links hold), and writes each copy atomically when its run finishes. It is
-resumable: a copy whose code cells equal its source's is up to date and is skipped, so after
-an interruption the same command goes on with the next notebook. ``tests/test_book.py``
-checks that every committed copy's code equals its source's, so a copy that went stale fails.
+resumable: a copy whose code cells equal its source's is up to date and is not run again, so
+after an interruption the same command goes on with the next notebook. A copy whose code is up
+to date but whose text is not (the source's prose or quoted numbers were edited since) takes the
+source's cells with its own outputs, without running. ``tests/test_book.py`` checks that every
+committed copy's cells equal its source's, so a copy that went stale fails.
 It prints each notebook's wall time and every line it printed: the numbers docs/results.md
 quotes under "Notebooks with their full settings".
 
@@ -48,6 +50,34 @@ def up_to_date(name, output_dir=EXECUTED):
             and executed.metadata.get("gluon_bbb", {}).get("settings") == "full")
 
 
+def refresh_text(name, output_dir=EXECUTED):
+    """Give an up-to-date copy its source's current cells (the prose between the code cells may
+    have changed) with the outputs it has; returns whether anything changed."""
+    path = os.path.join(output_dir, f"{name}.ipynb")
+    source = nbformat.read(os.path.join(SOURCES, f"{name}.ipynb"), as_version=4)
+    executed = nbformat.read(path, as_version=4)
+    if [(c.cell_type, c.source) for c in executed.cells] == \
+            [(c.cell_type, c.source) for c in source.cells]:
+        return False
+    refreshed = copy.deepcopy(source)
+    ran = [cell for cell in executed.cells if cell.cell_type == "code"]
+    for cell, old in zip((c for c in refreshed.cells if c.cell_type == "code"), ran):
+        cell.outputs, cell.execution_count = old.outputs, old.execution_count
+        cell.metadata = old.metadata  # the run's timings
+    refreshed.metadata = executed.metadata
+    _write_atomically(refreshed, output_dir, name)
+    return True
+
+
+def _write_atomically(notebook, output_dir, name):
+    os.makedirs(output_dir, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(suffix=".ipynb", dir=output_dir)
+    with os.fdopen(handle, "w", encoding="utf-8") as out:
+        nbformat.write(notebook, out)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, os.path.join(output_dir, f"{name}.ipynb"))
+
+
 def execute(name, output_dir=EXECUTED, timeout=7200, smoke=False):
     """Run one notebook and write its executed copy; returns the seconds it took."""
     source = nbformat.read(os.path.join(SOURCES, f"{name}.ipynb"), as_version=4)
@@ -67,12 +97,7 @@ def execute(name, output_dir=EXECUTED, timeout=7200, smoke=False):
     notebook.metadata["gluon_bbb"] = {"settings": "smoke" if smoke else "full",
                                       "executed": time.strftime("%Y-%m-%d"),
                                       "seconds": round(seconds)}
-    os.makedirs(output_dir, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(suffix=".ipynb", dir=output_dir)
-    with os.fdopen(handle, "w", encoding="utf-8") as out:
-        nbformat.write(notebook, out)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, os.path.join(output_dir, f"{name}.ipynb"))
+    _write_atomically(notebook, output_dir, name)
     return seconds
 
 
@@ -91,7 +116,9 @@ def main(argv=None):
             print(f"execute_notebooks: no notebook {name!r} in {SOURCES}", file=sys.stderr)
             return 2
         if not args.smoke and up_to_date(name, args.output_dir):
-            print(f"{name}: up to date", flush=True)
+            changed = refresh_text(name, args.output_dir)
+            print(f"{name}: up to date" + (" (its text refreshed from the source)" if changed
+                                           else ""), flush=True)
             continue
         print(f"{name}: running", flush=True)
         seconds = execute(name, args.output_dir, args.timeout, args.smoke)

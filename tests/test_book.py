@@ -147,19 +147,53 @@ EXECUTED = ROOT / "docs" / "executed"
 @pytest.mark.parametrize("copy", sorted(EXECUTED.glob("*.ipynb")), ids=lambda path: path.stem)
 def test_an_executed_notebook_in_the_book_is_its_source_at_full_settings(copy):
     """The book shows docs/executed/ copies (scripts/execute_notebooks.py) in place of their
-    sources: each must hold its source's code exactly, run at full settings, without errors."""
+    sources: each must hold its source's cells exactly (code and prose: the prose quotes the
+    outputs), run at full settings, without errors."""
     import json
 
-    def code(path):
-        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-        return [cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
-                for cell in cells if cell["cell_type"] == "code"]
+    def cells(path):
+        return [(cell["cell_type"], cell["source"] if isinstance(cell["source"], str)
+                 else "".join(cell["source"]))
+                for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]]
 
     executed = json.loads(copy.read_text(encoding="utf-8"))
-    assert code(copy) == code(ROOT / "notebooks" / copy.name), \
+    assert cells(copy) == cells(ROOT / "notebooks" / copy.name), \
         f"{copy.name} is stale: run scripts/execute_notebooks.py {copy.stem}"
     assert executed["metadata"]["gluon_bbb"]["settings"] == "full"
     outputs = [output for cell in executed["cells"] if cell["cell_type"] == "code"
                for output in cell.get("outputs", [])]
     assert outputs and not [o for o in outputs if o.get("output_type") == "error"]
     assert any("image/png" in o.get("data", {}) for o in outputs)  # its figures are there
+
+
+def test_an_up_to_date_copy_takes_its_sources_new_prose_and_keeps_its_outputs(tmp_path,
+                                                                              monkeypatch):
+    """scripts/execute_notebooks.py: when only the prose of a source changed, its executed copy
+    is given the new cells without running again, its outputs and metadata kept."""
+    import importlib.util
+    nbformat = pytest.importorskip("nbformat")
+    spec = importlib.util.spec_from_file_location("execute_notebooks",
+                                                  ROOT / "scripts" / "execute_notebooks.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    sources, copies = tmp_path / "notebooks", tmp_path / "executed"
+    sources.mkdir(), copies.mkdir()
+    monkeypatch.setattr(script, "SOURCES", str(sources))
+    v4 = nbformat.v4
+    output = v4.new_output("stream", name="stdout", text="1.73%\n")
+    executed = v4.new_notebook(cells=[v4.new_markdown_cell("The error is 1.70%."),
+                                      v4.new_code_cell("print('1.73%')", outputs=[output],
+                                                       execution_count=1)])
+    executed.metadata["gluon_bbb"] = {"settings": "full", "seconds": 5}
+    nbformat.write(executed, str(copies / "nb.ipynb"))
+    source = v4.new_notebook(cells=[v4.new_markdown_cell("# Title"),
+                                    v4.new_markdown_cell("The error is 1.73%."),
+                                    v4.new_code_cell("print('1.73%')")])
+    nbformat.write(source, str(sources / "nb.ipynb"))
+    assert script.up_to_date("nb", str(copies))
+    assert script.refresh_text("nb", str(copies))
+    refreshed = nbformat.read(str(copies / "nb.ipynb"), as_version=4)
+    assert [cell.source for cell in refreshed.cells] == [cell.source for cell in source.cells]
+    assert refreshed.cells[2].outputs == [output] and refreshed.cells[2].execution_count == 1
+    assert refreshed.metadata["gluon_bbb"] == {"settings": "full", "seconds": 5}
+    assert not script.refresh_text("nb", str(copies))  # nothing left to refresh
