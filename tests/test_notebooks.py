@@ -53,6 +53,7 @@ def test_has_one_config_cell_with_smoke_switch(path):
 def test_runs_in_smoke_mode(path, tmp_path, monkeypatch):
     monkeypatch.setenv("GLUON_BBB_SMOKE", "1")
     monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.setenv("GLUON_BBB_DOCS", str(DOCS_DIR))  # records a notebook reads, not plays
     notebook = nbformat.read(str(path), as_version=4)
     client = nbclient.NotebookClient(
         notebook, timeout=SMOKE_TIMEOUT_S, kernel_name="python3",
@@ -64,6 +65,7 @@ def test_runs_in_smoke_mode(path, tmp_path, monkeypatch):
 COMMITTED_NOTEBOOKS = [NOTEBOOK_DIR / "04_weight_densities.ipynb",
                        NOTEBOOK_DIR / "05_snr_pruning.ipynb"]
 RESULTS_DIR = NOTEBOOK_DIR.parent / "results"
+DOCS_DIR = NOTEBOOK_DIR.parent / "docs"
 
 
 def run_on_committed_networks(notebook, monkeypatch, folder):
@@ -99,3 +101,21 @@ def test_notebook_05_prunes_the_paper_protocols_network_at_the_end_of_training(m
         config.source = config.source.replace(old, new)
     printed = run_on_committed_networks(notebook, monkeypatch, NOTEBOOK_DIR)
     assert "loaded paper-600/bbb-mixture-1200-paper-s0 ([1200, 1200] units, epoch 600)" in printed
+
+
+def test_notebook_08_reads_the_recorded_bandit_runs(tmp_path, monkeypatch):
+    """At full settings notebook 08 replays the committed 50,000-step runs (seed 0 and seed 2
+    with the settings chosen on seed 1) and restores their Thompson agents; the switch does the
+    same in smoke mode, in seconds."""
+    for name, value in (("GLUON_BBB_SMOKE", "1"), ("GLUON_BBB_USE_RECORDED", "1"),
+                        ("GLUON_BBB_DOCS", str(DOCS_DIR)), ("MPLBACKEND", "Agg")):
+        monkeypatch.setenv(name, value)
+    notebook = nbformat.read(str(NOTEBOOK_DIR / "08_bandit.ipynb"), as_version=4)
+    nbclient.NotebookClient(notebook, timeout=SMOKE_TIMEOUT_S, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    printed = "".join(output.get("text", "") for cell in notebook.cells
+                      for output in cell.get("outputs", []))
+    assert "bandit-tuned: 50,000 steps per agent, seed 0" in printed
+    assert "sgd at 1e-06, rho initialised to [-7.0, -6.0]" in printed
+    assert "bandit-tuned-s2: Thompson sampling (BBB) last ahead of the 0%-greedy agent at step " \
+        "12,085 of 50,000" in printed
