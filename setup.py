@@ -1,10 +1,83 @@
 """Install gluon_bbb: ``pip install -e ".[test]"``."""
+import base64
+import glob
+import hashlib
+import os
 import re
+import zipfile
 
 from setuptools import find_packages, setup
+from setuptools.command.build_py import build_py
+from setuptools.command.editable_wheel import editable_wheel
+
+#: The startup file that applies MXNet's numpy stand-ins before a first ``import mxnet``
+#: (gluon_bbb/_npcompat.py): gluon_bbb/_startup.py's code, at the top of site-packages.
+STARTUP_FILE = "gluon_bbb-mxnet-compat.pth"
+
+
+def startup_line(source="gluon_bbb/_startup.py"):
+    """The one line of :data:`STARTUP_FILE`: run ``source`` unless GLUON_BBB_NUMPY_COMPAT=0."""
+    with open(source, encoding="utf-8") as handle:
+        code = handle.read()
+    return ('import os; os.environ.get("GLUON_BBB_NUMPY_COMPAT", "1") == "0" or exec('
+            + repr(code) + ")\n")
+
+
+class BuildWithStartupFile(build_py):
+    """build_py that also writes :data:`STARTUP_FILE` at the top of the wheel."""
+
+    def run(self):
+        super().run()
+        with open(os.path.join(self.build_lib, STARTUP_FILE), "w", encoding="utf-8") as handle:
+            handle.write(startup_line())
+
+    def get_outputs(self, include_bytecode=1):
+        return super().get_outputs(include_bytecode) + [os.path.join(self.build_lib, STARTUP_FILE)]
+
+    def get_output_mapping(self):
+        mapping = super().get_output_mapping()
+        mapping[os.path.join(self.build_lib, STARTUP_FILE)] = "gluon_bbb/_startup.py"
+        return mapping
+
+
+class EditableWithStartupFile(editable_wheel):
+    """editable_wheel (``pip install -e``) whose wheel also holds :data:`STARTUP_FILE`: an
+    editable wheel carries only what points at the checkout, so it is added to the finished
+    wheel, with its line in RECORD (the wheel format's hash and size)."""
+
+    def run(self):
+        super().run()
+        data = startup_line().encode("utf-8")
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        for wheel in glob.glob(os.path.join(self.dist_dir, "*.whl")):
+            with zipfile.ZipFile(wheel) as archive:
+                names = archive.namelist()
+                record_name = next(name for name in names if name.endswith(".dist-info/RECORD"))
+                record = archive.read(record_name).decode("utf-8")
+            if STARTUP_FILE in names:
+                continue
+            rewritten = wheel + ".tmp"
+            with zipfile.ZipFile(wheel) as source, \
+                    zipfile.ZipFile(rewritten, "w", zipfile.ZIP_DEFLATED) as target:
+                for item in source.infolist():
+                    if item.filename != record_name:
+                        target.writestr(item, source.read(item.filename))
+                target.writestr(STARTUP_FILE, data)
+                target.writestr(record_name, record.rstrip("\n") + "\n"
+                                + f"{STARTUP_FILE},sha256={digest},{len(data)}\n")
+            os.replace(rewritten, wheel)
+
 
 with open("gluon_bbb/version.py", encoding="utf-8") as handle:
     VERSION = re.search(r'__version__ = "([^"]+)"', handle.read()).group(1)
+
+
+def read_requirements(path="requirements.txt"):
+    """The requirement lines of ``path``, comments and blank lines left out."""
+    with open(path, encoding="utf-8") as handle:
+        lines = (line.split("#", 1)[0].strip() for line in handle)
+        return [line for line in lines if line]
+
 
 setup(
     name="gluon_bbb",
@@ -19,21 +92,19 @@ setup(
         "Intended Audience :: Science/Research",
         "Operating System :: POSIX :: Linux",
         "Programming Language :: Python :: 3",
+        "Programming Language :: Python :: 3.9",
+        "Programming Language :: Python :: 3.10",
         "Programming Language :: Python :: 3.11",
+        "Programming Language :: Python :: 3.12",
+        "Programming Language :: Python :: 3.13",
         "Topic :: Scientific/Engineering :: Artificial Intelligence",
     ],
     packages=find_packages(include=["gluon_bbb", "gluon_bbb.*"]),
     # The fused operator's C++ source; it is compiled on first use, never shipped built.
     package_data={"gluon_bbb.fused": ["*.cc"]},
-    python_requires=">=3.9",  # tested on 3.11
-    install_requires=[
-        "mxnet==1.9.1",
-        # mxnet 1.9.1 uses np.bool, which numpy 1.24 removed.
-        "numpy>=1.17,<1.24",
-        "matplotlib>=3.3",
-        "seaborn>=0.11",
-        "tqdm>=4.40",
-    ],
+    python_requires=">=3.9,<3.14",  # tested on 3.9 to 3.13
+    # requirements.txt holds them, with the reasons for the version markers
+    install_requires=read_requirements(),
     extras_require={
         # gluon-bbb search: a study in SQLite by default (heartbeat and retry APIs of Optuna 5)
         "search": ["optuna>=5.0,<6"],
@@ -45,4 +116,5 @@ setup(
                  "psycopg[binary]>=3.1", "sphinx>=7", "myst-nb>=1.0", "furo>=2024.8.6"],
     },
     entry_points={"console_scripts": ["gluon-bbb=gluon_bbb.cli:main"]},
+    cmdclass={"build_py": BuildWithStartupFile, "editable_wheel": EditableWithStartupFile},
 )

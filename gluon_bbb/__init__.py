@@ -16,9 +16,20 @@ Quick start::
     trainer.fit(loaders["train"], num_epochs=10, eval_data=loaders["test"])
 """
 import importlib
+import importlib.util
 
-from . import baselines, data, models, predictive
-from .context import resolve_context
+# First, before anything imports MXNet: what MXNet 1.9.1 reads from numpy and the standard
+# library and newer releases removed (nothing where nothing is missing).
+from . import _npcompat
+
+_npcompat.apply()
+if importlib.util.find_spec("mxnet") is None:  # on Python 3.13 it is installed apart
+    raise ImportError("gluon_bbb needs MXNet 1.9.1, which is not installed. On Python 3.13 "
+                      "install it without its numpy<2 pin: pip install --no-deps mxnet==1.9.1 "
+                      "(docs/install.md)")
+
+from . import baselines, data, models, predictive  # noqa: E402
+from .context import resolve_context  # noqa: E402
 from .loss import BBBLoss
 from .posterior import VariationalPosterior, assign_arrays
 from .priors import GaussianPrior, ScaleMixturePrior, prior_from_config
