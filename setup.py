@@ -1,4 +1,5 @@
 """Install gluon_bbb: ``pip install -e ".[test]"``."""
+import ast
 import base64
 import glob
 import hashlib
@@ -10,15 +11,19 @@ from setuptools import find_packages, setup
 from setuptools.command.build_py import build_py
 from setuptools.command.editable_wheel import editable_wheel
 
-#: The startup file that applies MXNet's numpy stand-ins before a first ``import mxnet``
-#: (gluon_bbb/_npcompat.py): gluon_bbb/_startup.py's code, at the top of site-packages.
+#: The startup file that applies MXNet's stand-ins for removed numpy names before a first
+#: ``import mxnet`` (gluon_bbb/_mxcompat.py), at the top of site-packages.
 STARTUP_FILE = "gluon_bbb-mxnet-compat.pth"
+COMPATIBILITY_MODULE = "gluon_bbb/_mxcompat.py"
 
 
-def startup_line(source="gluon_bbb/_startup.py"):
-    """The one line of :data:`STARTUP_FILE`: run ``source`` unless GLUON_BBB_NUMPY_COMPAT=0."""
-    with open(source, encoding="utf-8") as handle:
-        code = handle.read()
+def startup_line():
+    """The one line of :data:`STARTUP_FILE`: run the compatibility module's ``STARTUP_CODE``
+    (read from its source, not imported) unless GLUON_BBB_NUMPY_COMPAT=0."""
+    with open(COMPATIBILITY_MODULE, encoding="utf-8") as handle:
+        tree = ast.parse(handle.read())
+    code = next(ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+                and [getattr(target, "id", None) for target in node.targets] == ["STARTUP_CODE"])
     return ('import os; os.environ.get("GLUON_BBB_NUMPY_COMPAT", "1") == "0" or exec('
             + repr(code) + ")\n")
 
@@ -36,7 +41,7 @@ class BuildWithStartupFile(build_py):
 
     def get_output_mapping(self):
         mapping = super().get_output_mapping()
-        mapping[os.path.join(self.build_lib, STARTUP_FILE)] = "gluon_bbb/_startup.py"
+        mapping[os.path.join(self.build_lib, STARTUP_FILE)] = COMPATIBILITY_MODULE
         return mapping
 
 

@@ -20,9 +20,9 @@ import importlib.util
 
 # First, before anything imports MXNet: what MXNet 1.9.1 reads from numpy and the standard
 # library and newer releases removed (nothing where nothing is missing).
-from . import _npcompat
+from ._mxcompat import apply as _apply_stand_ins
 
-_npcompat.apply()
+_apply_stand_ins()
 if importlib.util.find_spec("mxnet") is None:  # on Python 3.13 it is installed apart
     raise ImportError("gluon_bbb needs MXNet 1.9.1, which is not installed. On Python 3.13 "
                       "install it without its numpy<2 pin: pip install --no-deps mxnet==1.9.1 "

@@ -1,6 +1,6 @@
-"""gluon_bbb._npcompat and its startup file: every stand-in is still needed, and together they
-are enough, on the numpy and Python this suite runs on (CI runs it on numpy 1.26 and 2.x,
-Python 3.11 to 3.13).
+"""gluon_bbb._mxcompat's stand-ins for what MXNet 1.9.1 reads and numpy or Python removed, and
+its startup file: every stand-in is still needed, and together they are enough, on the numpy and
+Python this suite runs on (CI runs it on numpy 1.26 and 2.x, Python 3.11 to 3.13).
 
 "Needed": MXNet's line still reads the name, and the installed numpy lacks exactly the names whose
 version ranges cover it (a numpy that brings one back, or removes another, fails here). "Enough":
@@ -21,11 +21,11 @@ import mxnet as mx
 import numpy as np
 import pytest
 
-from gluon_bbb import _npcompat
+from gluon_bbb import _mxcompat as compat
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 MXNET_ROOT = Path(mx.__file__).parent
-VERSION = _npcompat.numpy_version(np)
+VERSION = compat.numpy_version(np)
 
 
 def _run(code, disable_startup_file=False, timeout=120):
@@ -43,11 +43,11 @@ def _run(code, disable_startup_file=False, timeout=120):
 
 
 def _shim(name):
-    return next(shim for shim in _npcompat.NUMPY_SHIMS if shim.name == name)
+    return next(shim for shim in compat.NUMPY_SHIMS if shim.name == name)
 
 
 # ------------------------------------------------------------------ each stand-in is needed
-@pytest.mark.parametrize("shim", _npcompat.NUMPY_SHIMS, ids=lambda shim: shim.name)
+@pytest.mark.parametrize("shim", compat.NUMPY_SHIMS, ids=lambda shim: shim.name)
 def test_mxnet_still_reads_the_name_on_the_line_given(shim):
     line = (MXNET_ROOT / shim.mxnet_file).read_text(encoding="utf-8").splitlines()[
         shim.mxnet_line - 1]
@@ -56,33 +56,33 @@ def test_mxnet_still_reads_the_name_on_the_line_given(shim):
 
 
 def test_mxnet_still_imports_distutils_where_the_table_says():
-    for path, number, text in _npcompat.DISTUTILS_SHIM.mxnet_lines:
+    for path, number, text in compat.DISTUTILS_SHIM.mxnet_lines:
         line = (MXNET_ROOT / path).read_text(encoding="utf-8").splitlines()[number - 1]
         assert text in line, (path, number, line)
 
 
 def test_the_installed_numpy_lacks_exactly_the_names_whose_versions_cover_it():
-    names = [shim.name for shim in _npcompat.NUMPY_SHIMS]
+    names = [shim.name for shim in compat.NUMPY_SHIMS]
     missing = _run(f"""
         import json, numpy, warnings
         warnings.simplefilter("ignore")
         print(json.dumps([name for name in {names!r} if not hasattr(numpy, name)]))
         """, disable_startup_file=True)
-    expected = [shim.name for shim in _npcompat.NUMPY_SHIMS if shim.missing_in(VERSION)]
+    expected = [shim.name for shim in compat.NUMPY_SHIMS if shim.missing_in(VERSION)]
     assert sorted(missing) == sorted(expected), f"numpy {np.__version__}"
     # and this process, where gluon_bbb applied them, set exactly those
-    assert sorted(_npcompat.added()) == sorted(expected)
+    assert sorted(compat.added()) == sorted(expected)
 
 
 def test_distutils_is_missing_from_the_standard_library_exactly_from_python_3_12():
     in_stdlib = (Path(sysconfig.get_paths()["stdlib"]) / "distutils").is_dir()
-    assert in_stdlib == (sys.version_info[:2] < _npcompat.DISTUTILS_SHIM.removed_in_python)
+    assert in_stdlib == (sys.version_info[:2] < compat.DISTUTILS_SHIM.removed_in_python)
     from distutils.version import LooseVersion, StrictVersion  # after apply(), on every Python
     assert LooseVersion("1.10") > LooseVersion("1.9") and StrictVersion("1.2") < "1.10"
 
 
 def test_nothing_numpy_has_is_replaced():
-    names = [shim.name for shim in _npcompat.NUMPY_SHIMS]
+    names = [shim.name for shim in compat.NUMPY_SHIMS]
     present = _run(f"""
         import json, numpy, warnings
         warnings.simplefilter("ignore")
@@ -108,8 +108,8 @@ def test_after_the_stand_ins_mxnet_reads_no_missing_numpy_name():
     result = _run(f"""
         import ast, importlib, json, os, pkgutil, warnings
         import numpy
-        from gluon_bbb import _npcompat
-        _npcompat.apply()
+        from gluon_bbb import _mxcompat as compat
+        compat.apply()
         asked = set()
         original = numpy.__getattr__
         def tracing(name):
@@ -160,7 +160,7 @@ def test_after_the_stand_ins_mxnet_reads_no_missing_numpy_name():
 # ------------------------------------------------------------------ what stands in behaves
 def test_the_stand_ins_behave_as_numpy_1_did():
     # np.trapezoid, trapz's stand-in, came with numpy 2.0; trapz went in 2.4
-    stand_in = {shim.name: shim.make(np) for shim in _npcompat.NUMPY_SHIMS
+    stand_in = {shim.name: shim.make(np) for shim in compat.NUMPY_SHIMS
                 if shim.name != "trapz" or VERSION >= (2, 0)}
     assert stand_in["bool"] is bool and stand_in["int"] is int
     assert stand_in["NINF"] == -np.inf and stand_in["PINF"] == np.inf == stand_in["Inf"]
@@ -214,15 +214,16 @@ def test_import_mxnet_first_then_gluon_bbb_trains():
         trainer = BBBTrainer(net, BBBLoss(GaussianPrior(1.0)), seed=0, fused=False)
         history = trainer.fit(ArrayLoader(x, y, batch_size=16, shuffle=True, seed=0), 1,
                               progress=False)
-        print(json.dumps({"loss": history[-1]["loss"], "added": gluon_bbb._npcompat.added(),
-                          "file": gluon_bbb._npcompat.__file__}))
+        from gluon_bbb import _mxcompat as compat
+        print(json.dumps({"loss": history[-1]["loss"], "added": compat.added(),
+                          "file": compat.__file__}))
         """)
     assert np.isfinite(result["loss"])
-    assert sorted(result["added"]) == sorted(_npcompat.added())
-    assert Path(result["file"]).resolve() == Path(_npcompat.__file__).resolve()
+    assert sorted(result["added"]) == sorted(compat.added())
+    assert Path(result["file"]).resolve() == Path(compat.__file__).resolve()
 
 
-@pytest.mark.skipif(not _npcompat.added() and sys.version_info < (3, 12),
+@pytest.mark.skipif(not compat.added() and sys.version_info < (3, 12),
                     reason="this numpy and Python lack nothing MXNet reads")
 def test_without_the_startup_file_mxnet_first_fails_here():
     """What the startup file is for: here, ``import mxnet`` alone fails without it."""
@@ -235,7 +236,7 @@ def test_without_the_startup_file_mxnet_first_fails_here():
 
 def test_the_installed_startup_file_runs_this_checkouts_startup_code():
     """The environment's ``gluon_bbb-mxnet-compat.pth`` is setup.py's line for the current
-    ``gluon_bbb/_startup.py`` (reinstall after changing it: ``pip install -e .``)."""
+    ``STARTUP_CODE`` (reinstall after changing it: ``pip install -e .``)."""
     startup_files = [Path(folder) / "gluon_bbb-mxnet-compat.pth"
                      for folder in {sysconfig.get_paths()["purelib"],
                                     sysconfig.get_paths()["platlib"]}
@@ -243,5 +244,4 @@ def test_the_installed_startup_file_runs_this_checkouts_startup_code():
     assert len(startup_files) == 1, "gluon_bbb's startup file is not installed"
     line = startup_files[0].read_text(encoding="utf-8")
     assert line.count("\n") == 1 and line.startswith("import os;")
-    code = (Path(_npcompat.__file__).parent / "_startup.py").read_text(encoding="utf-8")
-    assert repr(code) in line
+    assert repr(compat.STARTUP_CODE) in line
