@@ -33,9 +33,20 @@ EXECUTED = os.path.join(ROOT, "docs", "executed")
 QUICK_SWITCHES = ("GLUON_BBB_SMOKE",)
 
 
+#: The tag of the install cell (scripts/sync_install_cell.py): it does nothing where gluon_bbb is
+#: installed, as it is where the copies run, so a copy need not have run it.
+INSTALL_TAG = "install"
+
+
+def _runs(cell):
+    """Whether ``cell`` is code that a copy must have run (every code cell but the install cell)."""
+    return cell.cell_type == "code" and INSTALL_TAG not in cell.metadata.get("tags", [])
+
+
 def code_cells(notebook):
-    """The source of every code cell, in order: what must match between a copy and its source."""
-    return [cell.source for cell in notebook.cells if cell.cell_type == "code"]
+    """The source of every code cell but the install cell, in order: what must match between a
+    copy and its source."""
+    return [cell.source for cell in notebook.cells if _runs(cell)]
 
 
 def up_to_date(name, output_dir=EXECUTED):
@@ -60,8 +71,8 @@ def refresh_text(name, output_dir=EXECUTED):
             [(c.cell_type, c.source) for c in source.cells]:
         return False
     refreshed = copy.deepcopy(source)
-    ran = [cell for cell in executed.cells if cell.cell_type == "code"]
-    for cell, old in zip((c for c in refreshed.cells if c.cell_type == "code"), ran):
+    ran = [cell for cell in executed.cells if _runs(cell)]
+    for cell, old in zip((c for c in refreshed.cells if _runs(c)), ran):
         cell.outputs, cell.execution_count = old.outputs, old.execution_count
         cell.metadata = old.metadata  # the run's timings
     refreshed.metadata = executed.metadata

@@ -41,6 +41,37 @@ def test_every_cell_has_an_id(path):
     assert not missing, f"{path.name}: cells {missing} have no id"
 
 
+def _sync_install_cell():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "sync_install_cell", NOTEBOOK_DIR.parent / "scripts" / "sync_install_cell.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_install_cells_and_colab_links_follow_the_one_setting():
+    """Every notebook's first code cell is the install cell made from notebooks/install.json,
+    and README.md and notebooks/README.md link every notebook to Colab through it."""
+    sync = _sync_install_cell()
+    assert sync.stale() == []
+    readme = (NOTEBOOK_DIR.parent / "README.md").read_text(encoding="utf-8")
+    repository, branch = sync.setting()
+    for path in NOTEBOOKS:
+        assert sync.colab_url(path.name) in readme
+        assert sync.colab_url(path.name).endswith(f"/blob/{branch}/notebooks/{path.name}")
+    assert f"git+{repository}@{branch}" in sync.install_cell_source()
+    # the check finds a notebook whose cell went stale
+    notebook = nbformat.read(str(NOTEBOOKS[0]), as_version=4)
+    cell = next(c for c in notebook.cells if sync.TAG in c.metadata.get("tags", []))
+    assert cell.source == sync.install_cell_source()
+    cell.source = cell.source.replace("mxnet==1.9.1", "mxnet==1.9.0")  # a stale cell is rewritten
+    fixed = sync.with_install_cell(notebook)
+    assert [c.source for c in fixed.cells if sync.TAG in c.metadata.get("tags", [])] == \
+        [sync.install_cell_source()]
+    assert sync.TAG in next(c for c in fixed.cells if c.cell_type == "code").metadata["tags"]
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
 def test_has_one_config_cell_with_smoke_switch(path):
     notebook = nbformat.read(str(path), as_version=4)
