@@ -31,9 +31,9 @@ Each command group is one module of this package, owning its parser and its comm
 share.
 """
 import argparse
-import shlex
 import sys
 
+from ..experiments.machine import recorded_command
 from ..trainer import NonFiniteLossError
 from ..version import __version__
 from . import bandit, reproduce, runs, search, train, uncertainty
@@ -73,8 +73,9 @@ def main(argv=None):
         args = build_parser().parse_args(argv)
     except SystemExit as stop:  # --help, --version or a usage error already printed
         return stop.code if isinstance(stop.code, int) else 2
-    if hasattr(args, "command_line"):  # recorded in the run folders
-        args.command_line = " ".join(shlex.quote(arg) for arg in [PROG] + argv)
+    if hasattr(args, "command_line"):  # recorded in the run folders, without passwords
+        args.command_line = recorded_command([PROG] + argv)
+        args.argv = argv  # what reruns it (the search's worker processes), passwords and all
     try:
         return args.func(args)
     except (FileNotFoundError, ValueError) as error:  # includes DataNotFoundError

@@ -3,7 +3,6 @@
 import argparse
 import logging
 import os
-import shlex
 import shutil
 import subprocess
 import sys
@@ -75,8 +74,9 @@ def add_parsers(commands):
                              "(workers that join add a salt of their host and process)")
     search.add_argument("--storage", default=None, metavar="URL",
                         help="SQLAlchemy URL of the study's database, e.g. "
-                             "postgresql://user:password@host/db (default: sqlite:///"
-                             "OUTPUT_DIR/study.db)")
+                             "postgresql://user@host/db with the password in ~/.pgpass or "
+                             "PGPASSWORD (a password in the URL is hidden in what the search "
+                             "writes) (default: sqlite:///OUTPUT_DIR/study.db)")
     search.add_argument("--workers", type=number(int, 1, True), default=1,
                         help="worker processes on this machine")
     search.add_argument("--heartbeat", type=number(int, 1, True), default=60,
@@ -163,7 +163,8 @@ def search_command(args):
 
 def _spawn_workers(args, space, options):
     """Create the study here (so its grid is enqueued once), then run ``--workers`` copies of
-    this command, each one worker; the exit code is the worst of theirs."""
+    this command, each one worker; the exit code is the worst of theirs. The copies run the
+    arguments as given (``args.argv``): the recorded command line hides passwords."""
     optuna_search, search_report = _optuna_modules()
     url = optuna_search.storage_url(args.output_dir, args.storage)
     storage = optuna_search.open_storage(url, args.heartbeat)
@@ -171,13 +172,12 @@ def _spawn_workers(args, space, options):
                                              options["overrides"], args.sampler, args.pruner,
                                              args.max_trials, args.search_seed)
     optuna_search.open_study(storage, settings)
-    argv = shlex.split(args.command_line)[1:]
     # the workers meet before their first trial, so each takes one of the first ones
     barrier = tempfile.mkdtemp(prefix=".start-", dir=args.output_dir)
     processes = []
     try:
         for index in range(args.workers):
-            command = [sys.executable, "-m", "gluon_bbb"] + argv + [
+            command = [sys.executable, "-m", "gluon_bbb"] + args.argv + [
                 "--workers", "1", "--worker-index", str(index),
                 "--start-together", f"{barrier}:{args.workers}"]
             processes.append(subprocess.Popen(command))

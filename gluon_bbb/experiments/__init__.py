@@ -7,7 +7,7 @@ module                 what it does
 ``wording``            a configuration in words, and ``--set`` text read back into values
 ``runfolder``          the one run-folder format: file names, distrustful reading, best epoch
 ``runlock``            one writer per run folder; the start barrier of worker processes
-``machine``            the machine and versions a measurement ran on, and process memory
+``machine``            what a measurement ran on, its command line (no passwords), memory
 ``spaces``             what a search may vary per kind of configuration, and trial names
 ``runners``            one runner per configuration: build, train resumably, save, load
 ``protocol``           the paper's protocol: run (resumable), report, evaluate the best epoch

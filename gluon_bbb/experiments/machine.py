@@ -1,9 +1,17 @@
-"""What ran a measurement: the machine and the library versions, recorded with results, and
-the process's memory, for measurements of long runs."""
+"""What ran a measurement: the machine, the library versions and the command line, recorded
+with results, and the process's memory, for measurements of long runs.
+
+Nothing recorded holds a secret: a command line is recorded with the password of every URL in
+its arguments hidden (:func:`recorded_command`), and the only environment variable recorded is
+``OMP_NUM_THREADS``.
+"""
 import ctypes
 import ctypes.util
 import os
 import platform
+import re
+import shlex
+from typing import Sequence
 
 import mxnet as mx
 import numpy as np
@@ -11,7 +19,17 @@ import numpy as np
 from ..context import resolve_context
 from ..version import __version__
 
-__all__ = ["machine_info", "resident_memory", "heap_in_use"]
+__all__ = ["machine_info", "hide_password", "recorded_command", "resident_memory", "heap_in_use"]
+
+_HIDDEN = "***"
+
+#: The user name of a URL's ``scheme://user:password@host``, with the colon: the password runs
+#: from there to the last ``@`` (a password may hold an unencoded ``@``, ``/`` or ``:``).
+_USERINFO = re.compile(r"(?P<user>[A-Za-z][A-Za-z0-9+.\-]*://[^:@/?#]*:).*@", re.DOTALL)
+
+#: A secret in a URL's query: libpq's ``password`` and ``sslpassword``, and a token or secret.
+_QUERY_SECRET = re.compile(r"(?P<key>[?&](?:ssl)?(?:password|passwd|pwd)=|"
+                           r"[?&][A-Za-z0-9_.\-]*(?:token|secret)=)[^&#]*", re.IGNORECASE)
 
 
 def machine_info(ctx=None):
@@ -41,6 +59,49 @@ def machine_info(ctx=None):
         "ctx": str(resolve_context(ctx)),
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
     }
+
+
+def hide_password(argument: str) -> str:
+    """``argument`` with the password of the URL it holds replaced by ``***``.
+
+    Works on one command-line argument or one URL: ``URL`` as well as ``--option=URL``.
+
+    Parameters
+    ----------
+    argument : str
+        Text that may hold a URL such as ``postgresql://user:password@host:5432/db``.
+
+    Returns
+    -------
+    str
+        ``argument`` with everything from the colon after the user name to the last ``@``
+        hidden (``postgresql://user:***@host:5432/db``; more, should the URL's path hold an
+        ``@`` too), and the values of the query parameters ``password``, ``sslpassword``,
+        ``passwd``, ``pwd`` and any ``...token`` or ``...secret``; text without ``://`` is
+        returned unchanged.
+    """
+    if "://" not in argument:
+        return argument
+    argument = _USERINFO.sub(lambda match: f"{match['user']}{_HIDDEN}@", argument)
+    return _QUERY_SECRET.sub(lambda match: f"{match['key']}{_HIDDEN}", argument)
+
+
+def recorded_command(argv: Sequence[str]) -> str:
+    """A command line as results record it: ``argv`` quoted for a POSIX shell, with the
+    password of every URL-valued argument hidden (:func:`hide_password`).
+
+    Parameters
+    ----------
+    argv : sequence of str
+        The program and its arguments.
+
+    Returns
+    -------
+    str
+        The line, which reruns the command once the passwords are given again (in the URL, or
+        where the database client looks for them, such as ``PGPASSWORD`` or ``~/.pgpass``).
+    """
+    return " ".join(shlex.quote(hide_password(str(argument))) for argument in argv)
 
 
 def resident_memory():

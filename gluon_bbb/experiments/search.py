@@ -37,12 +37,11 @@ import warnings
 import zlib
 
 import optuna
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
 
 from .._checks import check_int
 from .._mxcompat import trial_id
 from ..context import resolve_context
+from .machine import hide_password
 from .runlock import RunFolderBusyError, meet_workers, waiting_lock
 from .configs import get_config, run_kind
 from .protocol import run
@@ -95,14 +94,6 @@ def storage_url(output_dir, storage=None):
     return "sqlite:///" + os.path.join(os.path.abspath(output_dir), _STUDY_DB)
 
 
-def _shown(url):
-    """The URL with its password hidden, for messages."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return url.split("@")[-1]
-
-
 def open_storage(url, heartbeat_interval=60, grace_period=None):
     """An Optuna RDB storage for ``url`` with heartbeats, whose stale trials are retried
     (up to 3 times, with their intermediate values), or a one-line ValueError.
@@ -133,7 +124,8 @@ def open_storage(url, heartbeat_interval=60, grace_period=None):
                                               heartbeat_stale_trial_callback=retry)
     except Exception as error:  # bad URL, missing driver, unreachable server, bad schema
         first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        raise ValueError(f"cannot open the study storage {_shown(url)}: {first}") from None
+        shown = hide_password(url) if "://" in url else url.rpartition("@")[2]  # not a URL
+        raise ValueError(f"cannot open the study storage {shown}: {first}") from None
 
 
 def _sampler(name, seed):

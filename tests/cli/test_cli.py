@@ -299,3 +299,18 @@ def test_the_search_without_optuna_says_which_extra_to_install(tmp_path):
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines()[-1] == (
         "gluon-bbb: error: the search needs Optuna: pip install 'gluon_bbb[search]'")
+
+
+def test_commands_record_their_line_without_passwords_and_rerun_it_with_them(monkeypatch):
+    """What the run folders record hides the password of a URL; the arguments that rerun the
+    command (the search's worker processes) keep it."""
+    from gluon_bbb.cli import search
+    seen = {}
+    monkeypatch.setattr(search, "search_command", lambda args: seen.update(vars(args)) or 0)
+    url = "postgresql://bbb:s3cr%40t@127.0.0.1:5499/bbbsearch"
+    argv = ["search", "--epochs", "1", "--storage", url, "--output-dir", "my runs"]
+    assert main(argv) == 0
+    assert seen["command_line"] == ("gluon-bbb search --epochs 1 --storage "
+                                    "'postgresql://bbb:***@127.0.0.1:5499/bbbsearch' "
+                                    "--output-dir 'my runs'")
+    assert seen["argv"] == argv and seen["storage"] == url
