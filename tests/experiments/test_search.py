@@ -2,6 +2,7 @@
 SQLite with two worker processes, a killed worker's trial retried and resumed, pruning, a real
 PostgreSQL server, bad storage URLs, and the report. On the random fake MNIST (nothing is
 learnt): these are tests of the machinery, not of accuracy."""
+import contextlib
 import json
 import os
 import shutil
@@ -11,6 +12,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
+import zipfile
 
 import optuna
 import pytest
@@ -355,10 +358,12 @@ def _free_port():
         return probe.getsockname()[1]
 
 
-@pytest.fixture
-def postgres():
+@contextlib.contextmanager
+def _postgres_server(first_rules=""):
     """A PostgreSQL server from Debian's binaries, as the ``postgres`` user, on a temporary
-    folder and a free localhost port; yields its URL and stops it afterwards."""
+    folder and a free localhost port, with a database ``study``; ``first_rules`` come first in
+    its ``pg_hba.conf``, before the rules that trust every user. Yields its port and a function
+    that runs a command as ``postgres``, and stops the server afterwards."""
     bin_dir = _postgres_bin()
     if bin_dir is None:
         pytest.skip("PostgreSQL's server binaries are missing (apt-get install postgresql)")
@@ -376,21 +381,51 @@ def postgres():
     port = _free_port()
 
     def as_postgres(*command):
-        return subprocess.run(["runuser", "-u", "postgres", "--"] + list(command),
+        if not os.path.isabs(command[0]):
+            command = (f"{bin_dir}/{command[0]}",) + command[1:]
+        done = subprocess.run(["runuser", "-u", "postgres", "--"] + list(command),
                               capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done
 
-    made = as_postgres(f"{bin_dir}/initdb", "-D", str(data), "-A", "trust", "-U", "postgres")
-    assert made.returncode == 0, made.stderr
-    started = as_postgres(f"{bin_dir}/pg_ctl", "-D", str(data), "-l", os.path.join(data, "log"), "-w",
-                          "-o", f"-p {port} -k {data} -c listen_addresses=127.0.0.1", "start")
-    assert started.returncode == 0, started.stderr
+    as_postgres("initdb", "-D", str(data), "-A", "trust", "-U", "postgres")
+    hba = os.path.join(data, "pg_hba.conf")
+    with open(hba, encoding="utf-8") as handle:
+        rules = handle.read()
+    with open(hba, "w", encoding="utf-8") as handle:  # the first rule that matches decides
+        handle.write(first_rules + rules)
+    as_postgres("pg_ctl", "-D", str(data), "-l", os.path.join(data, "log"), "-w",
+                "-o", f"-p {port} -k {data} -c listen_addresses=127.0.0.1", "start")
     try:
-        created = as_postgres(f"{bin_dir}/createdb", "-h", "127.0.0.1", "-p", str(port), "study")
-        assert created.returncode == 0, created.stderr
-        yield f"postgresql://postgres@127.0.0.1:{port}/study"
+        as_postgres("createdb", "-h", "127.0.0.1", "-p", str(port), "study")
+        yield port, as_postgres
     finally:
-        as_postgres(f"{bin_dir}/pg_ctl", "-D", str(data), "-m", "fast", "-w", "stop")
+        subprocess.run(["runuser", "-u", "postgres", "--", f"{bin_dir}/pg_ctl", "-D", str(data),
+                        "-m", "fast", "-w", "stop"], capture_output=True, timeout=120)
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def postgres():
+    """A PostgreSQL server that trusts its ``postgres`` user: yields the URL of its database."""
+    with _postgres_server() as (port, _):
+        yield f"postgresql://postgres@127.0.0.1:{port}/study"
+
+
+#: The password of :func:`protected_postgres`'s role: characters a URL must percent-encode,
+#: and one a ``.pgpass`` line must escape.
+PASSWORD = "s3cr@t/pa:ss%w rd"
+
+
+@pytest.fixture
+def protected_postgres():
+    """A PostgreSQL server whose role ``bbb`` must give its password (SCRAM) on 127.0.0.1:
+    yields the URL of its database ``study`` without the password."""
+    with _postgres_server("host all bbb 127.0.0.1/32 scram-sha-256\n") as (port, as_postgres):
+        quoted = PASSWORD.replace("'", "''")
+        as_postgres("psql", "-h", "127.0.0.1", "-p", str(port), "-d", "study", "-c",
+                    f"CREATE ROLE bbb LOGIN PASSWORD '{quoted}'; ALTER DATABASE study OWNER TO bbb")
+        yield f"postgresql://bbb@127.0.0.1:{port}/study"
 
 
 def test_two_workers_share_a_study_on_a_real_postgresql_server(postgres, tmp_path, fake_mnist,
@@ -412,6 +447,96 @@ def test_two_workers_share_a_study_on_a_real_postgresql_server(postgres, tmp_pat
     assert main(["search-report", str(out), "--storage", postgres, "--no-figures",
                  "--data-dir", str(fake_mnist), "--mc-samples", "2"]) == 0
     assert "Best trial" in (out / "search.md").read_text()
+
+
+def _with_password(url):
+    """``url`` of :func:`protected_postgres` with the password in it, percent-encoded."""
+    return url.replace("bbb@", f"bbb:{urllib.parse.quote(PASSWORD, safe='')}@")
+
+
+def _leaks(out, storage, *texts):
+    """Where the password shows, in any of its spellings: the files under ``out`` (the members
+    of zip files too), the attributes of the study and of its trials in ``storage``, ``texts``."""
+    spellings = [PASSWORD, urllib.parse.quote(PASSWORD, safe=""), PASSWORD.replace(":", "\\:"),
+                 PASSWORD[:4]]
+    contents = {str(path): path.read_bytes() for path in out.rglob("*") if path.is_file()}
+    for path in list(contents):
+        if zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as archive:
+                contents.update({f"{path}:{name}": archive.read(name) for name in archive.namelist()})
+    rdb = search.open_storage(storage)
+    study = rdb.get_study_id_from_name(search.STUDY_NAME)
+    attributes = [rdb.get_study_user_attrs(study), rdb.get_study_system_attrs(study)] + [
+        [trial.user_attrs, trial.system_attrs] for trial in rdb.get_all_trials(study)]
+    contents["the study's attributes"] = json.dumps(attributes, default=str).encode()
+    contents.update({f"text {i}": text.encode() for i, text in enumerate(texts)})
+    return [where for where, content in contents.items()
+            if any(spelling.encode() in content for spelling in spellings)]
+
+
+@pytest.mark.postgres
+def test_a_search_on_a_password_protected_server_writes_its_password_nowhere(
+        protected_postgres, tmp_path, fake_mnist, capsys, monkeypatch):
+    """The password is given in the URL (--storage=URL), then by PGPASSWORD to another worker
+    that resumes the search, then in a ~/.pgpass file to the report: the records hide it."""
+    out = tmp_path / "search"
+    args = _search_args(out, fake_mnist, "--epochs", "2", "--lr", "1e-3", "--neg-log-sigma2", "6",
+                        "--pruner", "none")
+    monkeypatch.delenv("PGPASSWORD", raising=False)
+    monkeypatch.setenv("PGPASSFILE", str(tmp_path / "none"))  # not this machine's ~/.pgpass
+    assert main(args + ["--storage", protected_postgres]) == 2  # the server wants the password
+    assert "no password supplied" in capsys.readouterr().err
+    assert not out.exists()
+
+    real_run = search.run
+
+    def interrupted(*a, epoch_callback=None, **k):
+        def stop(record):
+            epoch_callback(record)
+            raise KeyboardInterrupt
+        return real_run(*a, epoch_callback=stop, **k)
+
+    monkeypatch.setattr(search, "run", interrupted)
+    assert main(args + [f"--storage={_with_password(protected_postgres)}"]) == 130
+    monkeypatch.setattr(search, "run", real_run)
+    monkeypatch.setenv("PGPASSWORD", PASSWORD)
+    assert main(args + ["--storage", protected_postgres]) == 0  # resumes the trial's folder
+    monkeypatch.delenv("PGPASSWORD")
+    pgpass = tmp_path / "pgpass"
+    port = urllib.parse.urlsplit(protected_postgres).port
+    escaped = PASSWORD.replace(":", "\\:")  # a .pgpass line escapes its colons
+    pgpass.write_text(f"127.0.0.1:{port}:study:bbb:{escaped}\n")
+    pgpass.chmod(0o600)  # libpq ignores a password file that others may read
+    monkeypatch.setenv("PGPASSFILE", str(pgpass))
+    assert main(["search-report", str(out), "--storage", protected_postgres,
+                 "--data-dir", str(fake_mnist), "--mc-samples", "2"]) == 0
+
+    first, retried = _trials(out, protected_postgres)
+    assert retried.state == optuna.trial.TrialState.COMPLETE and retried.params == first.params
+    sessions = json.loads((out / retried.user_attrs["folder"] / "sessions.json").read_text())
+    assert [s["epochs_before"] for s in sessions] == [0, 1]
+    assert not _leaks(out, protected_postgres, *capsys.readouterr())
+    assert sessions[0]["command"].endswith(f" '--storage=postgresql://bbb:***@127.0.0.1:{port}/study'")
+    assert sessions[1]["command"].endswith(f" --storage postgresql://bbb@127.0.0.1:{port}/study")
+    assert "Command: `gluon-bbb search-report" in (out / "search.md").read_text()
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_worker_processes_take_the_password_of_the_command_and_record_none(
+        protected_postgres, tmp_path, fake_mnist, capfd, monkeypatch):
+    """``--workers`` runs copies of the command line, which must keep the password that its
+    records hide."""
+    monkeypatch.delenv("PGPASSWORD", raising=False)
+    monkeypatch.setenv("PGPASSFILE", str(tmp_path / "none"))
+    out = tmp_path / "search"
+    storage = _with_password(protected_postgres)
+    assert main(_search_args(out, fake_mnist, "--epochs", "1", "--lr", "1e-3", "1e-2",
+                             "--neg-log-sigma2", "6", "--pruner", "none", "--workers", "2",
+                             "--storage", storage)) == 0
+    trials = _trials(out, storage)
+    assert [t.state for t in trials] == [optuna.trial.TrialState.COMPLETE] * 2
+    assert not _leaks(out, storage, *capfd.readouterr())
 
 
 def test_an_interrupted_trial_is_queued_again_and_resumes(tmp_path, fake_mnist, monkeypatch):
