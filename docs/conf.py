@@ -42,6 +42,11 @@ nb_execution_show_tb = True
 nb_merge_streams = True
 # Markdown that a cell prints (notebook 05's tables) is read as MyST, so its tables render.
 nb_render_markdown_format = "myst"
+# A notebook run with progress=True holds ipywidgets progress bars (gluon_bbb.epochs.progress_bar),
+# closed when their epoch ended; the epoch lines printed beside them are what the page shows. No
+# widget JavaScript is loaded (myst-nb's default fetches RequireJS and an ipywidgets 7 manager
+# from CDNs): the bars stay invisible, and the book reads offline.
+nb_ipywidgets_js = {}
 
 autodoc_default_options = {"members": True, "show-inheritance": True}
 toc_object_entries_show_parents = "hide"  # the page's table of contents: "fit()", not "BBBTrainer.fit()"

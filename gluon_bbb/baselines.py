@@ -17,11 +17,11 @@ import time
 import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon, nd
-from tqdm import tqdm
 
 from ._checks import check_int
 from .context import resolve_context
-from .epochs import NonFiniteLossError, checked_learning_rate, epoch_seed
+from .epochs import (NonFiniteLossError, checked_learning_rate, epoch_line, epoch_seed,
+                     print_in_notebook, progress_bar)
 
 __all__ = ["train_deterministic", "evaluate_deterministic", "run_epochs", "classification_cost",
            "prepare_network"]
@@ -53,7 +53,7 @@ def train_deterministic(net, train_data, num_epochs, eval_data=None, optimizer="
     ctx : mx.Context or str, optional
         Default: CPU.
     progress : bool
-        Show a tqdm progress bar.
+        Show progress, as :func:`run_epochs` does.
     hybridize : bool
         Hybridize the network if it is a HybridBlock.
 
@@ -121,7 +121,9 @@ def run_epochs(net, trainer, train_data, num_epochs, cost, first_epoch=0, eval_d
         Classification error of the prediction-mode network after every epoch ('test_error').
     ctx : mx.Context, optional
     progress : bool
-        A tqdm progress bar.
+        A progress bar over each epoch's batches (ipywidgets' in a Jupyter kernel, text on
+        stderr elsewhere; :func:`gluon_bbb.epochs.progress_bar`) and, in a Jupyter kernel only,
+        each epoch's :func:`~gluon_bbb.epochs.epoch_line` printed to stdout.
     seed : int, optional
         Reseed MXNet's generator for ``ctx`` from (seed, epoch) (stream 1 of
         :func:`gluon_bbb.epochs.epoch_seed`) before every epoch, so dropout masks are the
@@ -155,8 +157,8 @@ def run_epochs(net, trainer, train_data, num_epochs, cost, first_epoch=0, eval_d
             mx.random.seed(epoch_seed(seed, epoch, stream=1), ctx=ctx)  # dropout masks
         sums = nd.zeros((2,), ctx=ctx)  # loss, mistakes
         num_examples, counts_mistakes = 0, True
-        batches = tqdm(train_data, total=num_batches, disable=not progress, leave=False,
-                       desc=f"epoch {epoch + 1}/{num_epochs}")
+        batches = progress_bar(train_data, progress, total=num_batches, leave=False,
+                               desc=f"epoch {epoch + 1}/{num_epochs}")
         for data, label in batches:
             data = data.as_in_context(ctx)
             label = label.as_in_context(ctx).astype("float32", copy=False)
@@ -178,6 +180,7 @@ def run_epochs(net, trainer, train_data, num_epochs, cost, first_epoch=0, eval_d
         if eval_data is not None:
             record["test_error"] = evaluate_deterministic(net, eval_data, ctx=ctx)
         record["seconds"] = time.time() - start
+        print_in_notebook(epoch_line(record, num_epochs), progress)
         yield record
 
 

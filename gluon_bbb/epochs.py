@@ -1,21 +1,32 @@
 """What happens at each epoch of :meth:`gluon_bbb.BBBTrainer.fit` besides the steps: the
 epoch's seed, per-step statistics summed on the device (one host sync per epoch), the checks
-at an epoch's end, the learning-rate schedule's check and the readable log line.
+at an epoch's end, the learning-rate schedule's check, the readable log line, and how
+progress shows (the progress bar and the epoch's line, on a terminal or in a notebook).
 
 **Seeds.** Anything random that a run does in epoch e (the weight noise, dropout masks, the
 minibatch order) is seeded from (seed, e) at the start of that epoch (:func:`epoch_seed`), so a
 run resumed at epoch e draws what an uninterrupted run draws. Independent streams of one run
 use different ``stream`` numbers.
+
+**Progress.** Whatever trains or plays shows its progress through :func:`progress_bar` and
+:func:`print_in_notebook`. On a terminal that is tqdm's text bar on stderr, and the epoch's line
+goes to the log only. In a Jupyter kernel the bar is ipywidgets' (as with ``tqdm.auto``), and the
+epoch's line is also printed to stdout, so that it stays in the cell's output: the bar goes when
+its epoch ends, and a kernel does not show INFO log records.
 """
 import math
+import sys
 import time
 import warnings
+from typing import Iterable
 
 import numpy as np
 from mxnet import gluon, nd
+from tqdm import tqdm
 
 __all__ = ["epoch_seed", "NonFiniteLossError", "StepStatistics", "EpochTotals",
-           "finish_epoch_checks", "checked_learning_rate", "epoch_line"]
+           "finish_epoch_checks", "checked_learning_rate", "epoch_line", "in_notebook",
+           "progress_bar_class", "progress_bar", "print_in_notebook"]
 
 #: Seeds are kept below this, the bound of ``mx.random.seed`` and NumPy's legacy seeding.
 SEED_BOUND = 2**31 - 1
@@ -120,10 +131,15 @@ class EpochTotals:
 def epoch_line(record, num_epochs, eval_label="test"):
     """One readable log line for a :attr:`BBBTrainer.history` record, e.g.
     ``epoch 3/10  free energy 1,059,669 (nll 3,354 + complexity 1,056,316)  train 1.76%
-    test 2.47%  4.3 s``."""
-    parts = [f"epoch {record['epoch']}/{int(num_epochs)}",
-             f"free energy {record['loss']:,.0f} (nll {record['nll']:,.0f} + complexity "
-             f"{record['complexity']:,.0f})"]
+    test 2.47%  4.3 s``, or for a deterministic network's record (one without 'complexity',
+    :func:`gluon_bbb.baselines.run_epochs`), ``epoch 3/10  loss 4,012  train 1.52%  test 2.01%
+    1.1 s``."""
+    parts = [f"epoch {record['epoch']}/{int(num_epochs)}"]
+    if "complexity" in record:
+        parts.append(f"free energy {record['loss']:,.0f} (nll {record['nll']:,.0f} + complexity "
+                     f"{record['complexity']:,.0f})")
+    else:
+        parts.append(f"loss {record['loss']:,.0f}")
     if "train_error" in record:
         parts.append(f"train {100 * record['train_error']:.2f}%")
     if "test_error" in record:
@@ -137,6 +153,76 @@ def epoch_line(record, num_epochs, eval_label="test"):
         parts.append(f"{record['skipped_steps']} steps skipped")
     parts.append(f"{record['seconds']:.1f} s")
     return "  ".join(parts)
+
+
+def in_notebook() -> bool:
+    """Whether this code runs in a Jupyter kernel (JupyterLab, Notebook, VS Code, Colab): the
+    IPython shell is ipykernel's. There, text on stderr shows as a pink strip and INFO log
+    records are not shown.
+
+    Returns
+    -------
+    bool
+    """
+    zmqshell, ipython = sys.modules.get("ipykernel.zmqshell"), sys.modules.get("IPython")
+    if zmqshell is None or ipython is None:  # neither is imported outside a kernel
+        return False
+    return isinstance(ipython.get_ipython(), zmqshell.ZMQInteractiveShell)
+
+
+def progress_bar_class() -> type:
+    """The tqdm class that shows progress here: ``tqdm.notebook.tqdm`` (an ipywidgets bar) in
+    a Jupyter kernel where ipywidgets imports, else ``tqdm.tqdm`` (a text bar on stderr).
+
+    The choice of ``tqdm.auto``, made afresh at each call (not once, when a module is
+    imported) and without ``tqdm.auto``'s warning when a kernel lacks ipywidgets (the text bar
+    is used then; ``pip install ipywidgets`` for the widget).
+
+    Returns
+    -------
+    type, a subclass of ``tqdm.tqdm``
+    """
+    if in_notebook():
+        try:
+            from tqdm.notebook import IProgress, tqdm as notebook_tqdm
+        except ImportError:
+            IProgress = None
+        if IProgress is not None:
+            return notebook_tqdm
+    return tqdm
+
+
+def progress_bar(iterable: Iterable, show: bool = True, **options) -> Iterable:
+    """``iterable`` wrapped in a progress bar of :func:`progress_bar_class`.
+
+    Parameters
+    ----------
+    iterable : iterable
+    show : bool
+        False: no bar (a disabled tqdm; nothing is imported or displayed).
+    **options
+        tqdm's, e.g. ``total``, ``desc``, ``leave``, ``initial``.
+
+    Returns
+    -------
+    tqdm.tqdm, iterating over ``iterable``
+    """
+    bar_class = progress_bar_class() if show else tqdm
+    return bar_class(iterable, disable=not show, **options)
+
+
+def print_in_notebook(line: str, show: bool = True) -> None:
+    """Print ``line`` (e.g. an :func:`epoch_line`) to stdout in a Jupyter kernel, where it
+    stays in the cell's output; elsewhere do nothing (the caller logs it, or not).
+
+    Parameters
+    ----------
+    line : str
+    show : bool
+        False: print nothing (progress is off).
+    """
+    if show and in_notebook():
+        print(line, flush=True)
 
 
 def checked_learning_rate(value, epoch):

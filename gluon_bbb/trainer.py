@@ -22,7 +22,6 @@ from typing import Callable, Iterable, List, Optional, Sequence, Union
 import numpy as np
 import mxnet as mx
 from mxnet import autograd, gluon, nd
-from tqdm import tqdm
 
 from ._checks import check_int, check_positive
 from .io import persistence
@@ -30,7 +29,7 @@ from . import predictive
 from .context import resolve_context
 from .estimators import LayerEstimators, check_estimator
 from .epochs import (EpochTotals, NonFiniteLossError, checked_learning_rate, epoch_line,
-                     epoch_seed)
+                     epoch_seed, print_in_notebook, progress_bar)
 from .fused import FiniteGuard, fused_path, variational_sample
 from .fused.optimizers import fused_optimizer
 from ._math import softplus
@@ -361,7 +360,9 @@ class BBBTrainer:
         checkpoint_path : str, optional
             Written atomically after every epoch.
         progress : bool
-            Show a tqdm progress bar.
+            Show a progress bar over each epoch's batches (ipywidgets' in a Jupyter kernel,
+            text on stderr elsewhere; :func:`gluon_bbb.epochs.progress_bar`) and, in a Jupyter
+            kernel, print each epoch's line (logged at INFO in any case) to stdout.
         epoch_callback : callable, optional
             Called as ``epoch_callback(trainer, record)`` after each epoch's record is added
             to the history and its checkpoint is written (e.g. to keep the best epoch).
@@ -395,8 +396,8 @@ class BBBTrainer:
                 self.gluon_trainer.set_learning_rate(checked_learning_rate(learning_rate_schedule(epoch), epoch))
             self.reseed(epoch_seed(self.seed, epoch))
             totals = EpochTotals(self.loss.likelihood == "softmax", self.num_outputs, self.ctx, dtype)
-            batches = tqdm(train_data, total=num_batches, disable=not progress, leave=False,
-                           desc=f"epoch {epoch + 1}/{num_epochs}")
+            batches = progress_bar(train_data, progress, total=num_batches, leave=False,
+                                   desc=f"epoch {epoch + 1}/{num_epochs}")
             for i, (data, label) in enumerate(batches):
                 data = data.as_in_context(self.ctx).astype(dtype, copy=False)
                 label = label.as_in_context(self.ctx).astype(dtype, copy=False)
@@ -413,7 +414,9 @@ class BBBTrainer:
             self.epoch = epoch + 1
             if checkpoint_path is not None:
                 self.save(checkpoint_path)
-            logger.info("%s", epoch_line(record, num_epochs, eval_label))
+            line = epoch_line(record, num_epochs, eval_label)
+            logger.info("%s", line)
+            print_in_notebook(line, progress)
             if epoch_callback is not None:
                 epoch_callback(self, record)
         self.set_mean()

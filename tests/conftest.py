@@ -1,6 +1,7 @@
 """Fixtures shared by several test modules."""
 import pathlib
 import sys
+import types
 
 import pytest
 
@@ -25,12 +26,37 @@ def fake_mnist(tmp_path_factory):
     return folder
 
 
+@pytest.fixture
+def kernel(monkeypatch):
+    """A Jupyter kernel as :func:`gluon_bbb.epochs.in_notebook` sees one: IPython's shell is an
+    instance of ipykernel's ZMQInteractiveShell (a stand-in class: no kernel is started)."""
+    from gluon_bbb.epochs import in_notebook
+    ipython = pytest.importorskip("IPython")
+    zmqshell = types.ModuleType("ipykernel.zmqshell")
+
+    class ZMQInteractiveShell:
+        pass
+
+    zmqshell.ZMQInteractiveShell = ZMQInteractiveShell
+    monkeypatch.setitem(sys.modules, "ipykernel.zmqshell", zmqshell)
+    monkeypatch.setattr(ipython, "get_ipython", ZMQInteractiveShell)
+    assert in_notebook()
+
+
+@pytest.fixture
+def no_ipywidgets(monkeypatch):
+    """The kernel lacks ipywidgets: tqdm.notebook imports, without a widget to draw."""
+    import tqdm.notebook
+    monkeypatch.setattr(tqdm.notebook, "IProgress", None)
+
+
 #: Test tiers (markers declared in pytest.ini). ``pytest`` runs every tier, as CI does; the quick
 #: loop for development leaves the slow ones out (README, "Tests"):
-#: ``pytest -m "not (slow or notebooks or book or postgres)"``.
+#: ``pytest -m "not (slow or notebooks or book or postgres or browser)"``.
 MODULE_TIERS = {
     "test_notebooks.py": ("notebooks",),
     "test_book.py": ("book", "real_data"),
+    "test_jupyterlab.py": ("browser",),
     "test_results.py": ("real_data",),
     "test_crash.py": ("slow",),
     "test_long_run.py": ("slow",),

@@ -129,7 +129,7 @@ def train_deterministic_regression(net, train_data, loss, num_epochs, optimizer=
         As for ``gluon.Trainer``; default Adam with learning rate 1e-3.
     ctx : mx.Context or str, optional
     progress : bool
-        Show a tqdm progress bar.
+        Show progress, as :func:`gluon_bbb.baselines.run_epochs` does.
 
     Returns
     -------

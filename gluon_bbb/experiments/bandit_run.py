@@ -358,7 +358,7 @@ def run_agents(mushroom_path, steps, output_dir, agents=tuple(AGENTS), seed=0, n
     seed : int
     num_minibatches : int, the paper: 64
     ctx : mx.Context or str, optional
-    progress : bool, tqdm progress bars
+    progress : bool, progress bars, as :func:`gluon_bbb.bandit.run_bandit` shows them
     command : str, optional, recorded in ``bandit.json``
     thompson : dict, optional
         Settings of the Thompson agent replacing the paper's (:func:`thompson_settings`).

@@ -95,7 +95,8 @@ def run(config, epochs, output_dir, data_dir=None, ctx=None, mc_samples=MC_SAMPL
     mc_samples : int
         Sampled networks of the Monte Carlo test error.
     progress : bool
-        tqdm progress bars.
+        Progress bars (:func:`gluon_bbb.epochs.progress_bar`), as
+        :meth:`gluon_bbb.BBBTrainer.fit` shows them.
     command : str, optional
         The command line, recorded in ``sessions.json`` and ``result.json``.
     evaluate_test : bool

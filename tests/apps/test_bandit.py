@@ -136,6 +136,15 @@ def test_regret_of_fixed_policies_against_the_oracle(tiny_env):
     assert 0.3 < harmful[~edible].mean() < 0.7
 
 
+def test_a_kernel_keeps_a_line_of_what_the_agent_reached(tiny_env, kernel, no_ipywidgets,
+                                                         capsys):
+    history = bandit.run_bandit(FixedAgent(bandit.EAT), tiny_env, 20, seed=5, progress=True)
+    regret = history.cumulative_expected_regret[-1]
+    assert capsys.readouterr().out == f"FixedAgent: 20 steps, cumulative expected regret {regret:,.0f}\n"
+    bandit.run_bandit(FixedAgent(bandit.EAT), tiny_env, 20, seed=5)  # progress off: nothing
+    assert capsys.readouterr().out == ""
+
+
 def test_action_inputs_and_replay_buffer():
     inputs = bandit.action_inputs([[1.0, 0.0], [0.0, 1.0]])
     np.testing.assert_array_equal(inputs, [[1, 0, 1, 0], [1, 0, 0, 1], [0, 1, 1, 0], [0, 1, 0, 1]])

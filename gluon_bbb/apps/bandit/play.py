@@ -7,11 +7,10 @@ see the same mushrooms and the same coin flips for poisonous ones.
 from dataclasses import dataclass
 
 import numpy as np
-from tqdm import tqdm
 
 from ..._checks import check_int
 from ...plots import axes_for
-from ...epochs import epoch_seed
+from ...epochs import epoch_seed, print_in_notebook, progress_bar
 from .environment import NUM_ACTIONS, action_inputs
 
 __all__ = ["SEGMENT_STEPS", "BanditHistory", "run_bandit", "replay_history",
@@ -77,7 +76,9 @@ def run_bandit(agent, env, num_steps, seed=0, progress=False, actions=None, on_s
         Seeds the mushrooms and coin flips (:meth:`MushroomBandit.draw_episode`) and the
         agent's segments; the same seed gives every agent the same episode.
     progress : bool
-        Show a tqdm progress bar.
+        Show a progress bar over the steps (ipywidgets' in a Jupyter kernel, text on stderr
+        elsewhere; :func:`gluon_bbb.epochs.progress_bar`) and, in a Jupyter kernel only, print
+        the agent's cumulative expected regret at the end.
     actions : array_like of int, optional
         The first T actions of this episode, already played by ``agent`` (restored to its
         state after step T), T a multiple of :data:`SEGMENT_STEPS` and at most ``num_steps``.
@@ -96,8 +97,8 @@ def run_bandit(agent, env, num_steps, seed=0, progress=False, actions=None, on_s
     first = 0
     if actions is not None:
         first = _resume(agent, env, indices, harmful, played, actions)
-    steps = tqdm(range(first, num_steps), initial=first, total=num_steps, disable=not progress,
-                 leave=False)
+    steps = progress_bar(range(first, num_steps), progress, initial=first, total=num_steps,
+                         leave=False)
     for step in steps:
         if step % SEGMENT_STEPS == 0 and hasattr(agent, "reseed"):
             agent.reseed(epoch_seed(seed, step // SEGMENT_STEPS, stream=SEGMENT_SEED_STREAM))
@@ -107,7 +108,10 @@ def run_bandit(agent, env, num_steps, seed=0, progress=False, actions=None, on_s
         agent.observe(env.contexts[index], int(played[step]), float(reward))
         if on_segment is not None and (step + 1) % SEGMENT_STEPS == 0:
             on_segment(step + 1, played[:step + 1].copy())
-    return replay_history(env, played, seed)
+    history = replay_history(env, played, seed)
+    print_in_notebook(f"{type(agent).__name__}: {num_steps:,} steps, cumulative expected regret "
+                      f"{history.cumulative_expected_regret[-1]:,.0f}", progress)
+    return history
 
 
 def _resume(agent, env, indices, harmful, played, actions):
