@@ -50,9 +50,8 @@ def no_ipywidgets(monkeypatch):
     monkeypatch.setattr(tqdm.notebook, "IProgress", None)
 
 
-#: Test tiers (markers declared in pytest.ini). ``pytest`` runs every tier, as CI does; the quick
-#: loop for development leaves the slow ones out (README, "Tests"):
-#: ``pytest -m "not (slow or notebooks or book or postgres or browser)"``.
+#: Test tiers (markers declared in pytest.ini). ``pytest`` runs the quick tier: every test but
+#: those of :data:`FULL_ONLY_TIERS`; ``pytest --full`` runs every tier, as CI does (README, "Tests").
 MODULE_TIERS = {
     "test_notebooks.py": ("notebooks",),
     "test_book.py": ("book", "real_data"),
@@ -69,6 +68,23 @@ SLOW_TESTS = ("test_fused_path_agrees_with_the_pure_path_in_expectation",
               "test_two_workers_share_one_sqlite_study_and_run_each_grid_point_once")
 
 
+#: The tiers ``pytest`` leaves out unless given ``--full`` (or a ``-m`` of its own, or the tests to
+#: run): tests of tens of seconds, the book, and those that start a database server or a browser.
+FULL_ONLY_TIERS = ("slow", "book", "postgres", "browser")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--full", action="store_true",
+                     help="run every tier, as CI does; without it, and without -m or named tests, "
+                          f"pytest leaves out the tiers {', '.join(FULL_ONLY_TIERS)}")
+
+
+def _runs_the_quick_tier(config):
+    """Whether this session is a plain ``pytest``: no --full, no -m, no tests named."""
+    return (not config.getoption("--full") and not config.option.markexpr
+            and config.args_source != pytest.Config.ArgsSource.ARGS)
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         for tier in MODULE_TIERS.get(item.path.name, ()):
@@ -80,3 +96,17 @@ def pytest_collection_modifyitems(config, items):
         if any(mark.name == "skipif" and "mnist/" in str(mark.kwargs.get("reason", ""))
                for mark in item.iter_markers()):
             item.add_marker("real_data")
+    if _runs_the_quick_tier(config):
+        full_only = [any(item.get_closest_marker(tier) for tier in FULL_ONLY_TIERS) for item in items]
+        quick = [item for item, left in zip(items, full_only) if not left]
+        left_out = [item for item, left in zip(items, full_only) if left]
+        if left_out:
+            config.hook.pytest_deselected(items=left_out)
+            items[:] = quick
+
+
+def pytest_report_header(config):
+    if _runs_the_quick_tier(config):
+        return (f"the quick tier: the tiers {', '.join(FULL_ONLY_TIERS)} are left out "
+                "(pytest --full runs every test)")
+    return None
