@@ -488,15 +488,7 @@ def test_a_search_on_a_password_protected_server_writes_its_password_nowhere(
     assert "no password supplied" in capsys.readouterr().err
     assert not out.exists()
 
-    real_run = search.run
-
-    def interrupted(*a, epoch_callback=None, **k):
-        def stop(record):
-            epoch_callback(record)
-            raise KeyboardInterrupt
-        return real_run(*a, epoch_callback=stop, **k)
-
-    monkeypatch.setattr(search, "run", interrupted)
+    real_run = _interrupt_after_the_first_epoch(monkeypatch)
     assert main(args + [f"--storage={_with_password(protected_postgres)}"]) == 130
     monkeypatch.setattr(search, "run", real_run)
     monkeypatch.setenv("PGPASSWORD", PASSWORD)
@@ -539,10 +531,9 @@ def test_worker_processes_take_the_password_of_the_command_and_record_none(
     assert not _leaks(out, storage, *capfd.readouterr())
 
 
-def test_an_interrupted_trial_is_queued_again_and_resumes(tmp_path, fake_mnist, monkeypatch):
-    out = tmp_path / "search"
-    args = _search_args(out, fake_mnist, "--epochs", "3", "--lr", "1e-3", "--neg-log-sigma2", "6",
-                        "--pruner", "none")
+def _interrupt_after_the_first_epoch(monkeypatch):
+    """Make every trial's run stop with Ctrl-C (KeyboardInterrupt) after its first epoch;
+    returns the real ``search.run``."""
     real_run = search.run
 
     def interrupted(*a, epoch_callback=None, **k):
@@ -552,6 +543,14 @@ def test_an_interrupted_trial_is_queued_again_and_resumes(tmp_path, fake_mnist, 
         return real_run(*a, epoch_callback=stop, **k)
 
     monkeypatch.setattr(search, "run", interrupted)
+    return real_run
+
+
+def test_an_interrupted_trial_is_queued_again_and_resumes(tmp_path, fake_mnist, monkeypatch):
+    out = tmp_path / "search"
+    args = _search_args(out, fake_mnist, "--epochs", "3", "--lr", "1e-3", "--neg-log-sigma2", "6",
+                        "--pruner", "none")
+    real_run = _interrupt_after_the_first_epoch(monkeypatch)
     assert main(args) == 130  # Ctrl-C
     first, queued = _trials(out)
     assert first.state == optuna.trial.TrialState.FAIL
