@@ -118,6 +118,7 @@ def trial_id(trial):
     ``Trial._trial_id``; Optuna's own heartbeat reads it the same way."""
     return trial._trial_id  # noqa: SLF001
 
+
 # ---------------------------------------------------------------------------- removed names
 #: The code of the startup file ``gluon_bbb-mxnet-compat.pth`` (setup.py writes it there, in one
 #: line, read from this constant): a ``sys.meta_path`` finder that, on the first ``import mxnet``,
@@ -132,7 +133,8 @@ class GluonBBBBeforeMXNet:
     def find_spec(self, name, path=None, target=None):
         if name != "mxnet":
             return None
-        sys.meta_path.remove(self)
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
         module = sys.modules.get("gluon_bbb._mxcompat")
         if module is None:
             import importlib.util
