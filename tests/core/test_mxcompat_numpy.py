@@ -215,6 +215,7 @@ def test_import_mxnet_first_then_gluon_bbb_trains():
         history = trainer.fit(ArrayLoader(x, y, batch_size=16, shuffle=True, seed=0), 1,
                               progress=False)
         from gluon_bbb import _mxcompat as compat
+        assert gluon_bbb._mxcompat is compat  # loaded before the package, still its attribute
         print(json.dumps({"loss": history[-1]["loss"], "added": compat.added(),
                           "file": compat.__file__}))
         """)
