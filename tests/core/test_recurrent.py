@@ -14,7 +14,7 @@ import pytest
 from mxnet import gluon, nd
 
 from gluon_bbb import BBBLoss, BBBTrainer, GaussianPrior, kl_weights
-from gluon_bbb.data import ArrayLoader
+from gluon_bbb.data import ArrayLoader, EpochShuffled
 
 from fused_paths import fused_or_skip
 
@@ -196,3 +196,74 @@ def test_a_two_layer_block_in_float32_has_the_gradient_of_stacked_layers_in_floa
     wrong = block_gradients("float64")[0]  # the mu of the lower layer's first weight
     assert not np.allclose(wrong, reference[0], rtol=1e-3, atol=1e-5), \
         "MXNet's float64 many-layer RNN gradient is right now: check it by finite differences"
+
+
+# ---------------------------------------------------------------------------- training
+def _sequences(num_sequences=24, seq_len=SEQ_LEN, seed=0):
+    """Sequences whose class is the feature pattern added at a random time step; flat
+    (num_sequences, seq_len * NUM_FEATURES) float32 inputs and (num_sequences,) labels."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, CLASSES, size=num_sequences)
+    patterns = 2.0 * rng.normal(size=(CLASSES, NUM_FEATURES))
+    x = rng.normal(size=(num_sequences, seq_len, NUM_FEATURES))
+    x[np.arange(num_sequences), rng.integers(0, seq_len, size=num_sequences)] += patterns[labels]
+    return x.reshape(num_sequences, -1).astype(np.float32), labels.astype(np.int32)
+
+
+def _fitted_trainer(fused, cell="lstm", **kwargs):
+    mx.random.seed(0)
+    net = RecurrentClassifier(cell=cell, bidirectional=True)
+    trainer = BBBTrainer(net, BBBLoss(GaussianPrior(1.0)), seed=3, fused=_path(fused),
+                         optimizer_params={"learning_rate": 0.01}, **kwargs)
+    return trainer
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "mxnet"])
+def test_monte_carlo_prediction_averages_the_sampled_networks(fused):
+    trainer = _fitted_trainer(fused, cell="gru")
+    x, y = _sequences()
+    trainer.fit(ArrayLoader(x, y, 8), 1, progress=False)
+    batch = nd.array(x[:6])
+    mean = trainer.predict_proba(batch).asnumpy()
+    np.testing.assert_allclose(mean, nd.softmax(trainer.net(batch)).asnumpy(), rtol=1e-6)
+    trainer.reseed(11)
+    probs = trainer.predict_proba(batch, num_samples=4).asnumpy()
+    trainer.reseed(11)  # the same four networks, drawn by hand
+    expected = []
+    for _ in range(4):
+        trainer.draw_network()
+        expected.append(nd.softmax(trainer.net(batch)).asnumpy())
+    trainer.set_mean()
+    np.testing.assert_allclose(probs, np.mean(expected, axis=0), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
+    assert np.abs(probs - mean).max() > 1e-4  # the samples differ from the mean network
+    np.testing.assert_allclose(trainer.predict_proba(batch).asnumpy(), mean, rtol=1e-6)
+    assert 0.0 <= trainer.evaluate([(batch, nd.array(y[:6]))], num_samples=3) <= 1.0
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "mxnet"])
+def test_a_resumed_run_equals_an_uninterrupted_one_bit_for_bit(fused, tmp_path):
+    x, y = _sequences()
+    first_epoch = str(tmp_path / "epoch1.bbb")
+
+    def keep_first_epoch(trainer, record):
+        if record["epoch"] == 1:
+            trainer.save(first_epoch)
+
+    def run(trainer, callback=None):
+        loader = EpochShuffled(ArrayLoader(x, y, 8, shuffle=True), 5, lambda: trainer.epoch)
+        return trainer.fit(loader, 3, progress=False, epoch_callback=callback)
+
+    straight = _fitted_trainer(fused)
+    run(straight, keep_first_epoch)
+    resumed = _fitted_trainer(fused)
+    resumed.prepare(nd.array(x[:2]))
+    metadata = resumed.load(first_epoch)
+    assert resumed.epoch == 1 and metadata["epoch"] == 1
+    run(resumed)
+    assert [r["epoch"] for r in resumed.history] == [1, 2, 3]
+    for key in ("loss", "nll", "complexity", "train_error"):
+        assert [r[key] for r in resumed.history] == [r[key] for r in straight.history], key
+    assert resumed.posterior.shapes == straight.posterior.shapes
+    for a, b in zip(resumed.variational_params, straight.variational_params):
+        np.testing.assert_array_equal(a.data().asnumpy(), b.data().asnumpy())
