@@ -24,8 +24,9 @@ products, with the same expected gradient:
     Each example's perturbation has the distribution of dW, so each example's output has
     its distribution under q; across the examples they are pseudo-independent.
 
-Layers the chosen estimator does not cover (other block types, Conv2D with 'local', a
-Conv2D in NHWC layout, frozen layers) keep weight sampling; :attr:`LayerEstimators.report`
+Layers the chosen estimator does not cover (other block types, recurrent layers such as
+``gluon.rnn.LSTM`` and ``GRU``, Conv2D with 'local', a Conv2D in NHWC layout, frozen layers)
+keep weight sampling; :attr:`LayerEstimators.report`
 says which layer got which estimator.
 
 The complexity cost stays the paper's Monte Carlo estimate log q(w) - log P(w) at the step's
@@ -59,8 +60,15 @@ def check_estimator(estimator):
     return estimator
 
 
+#: Recurrent blocks: their weights act at every time step, so an example's per-step noise
+#: would have to be shared over its time steps; neither estimator here does that.
+_RECURRENT = (gluon.rnn.RNN, gluon.rnn.LSTM, gluon.rnn.GRU, gluon.rnn.RecurrentCell)
+
+
 def _covers(estimator, layer):
     """Why ``estimator`` does not apply to ``layer``, or None if it does."""
+    if isinstance(layer, _RECURRENT):
+        return "a recurrent layer: it keeps the weight sample, shared by its time steps"
     if isinstance(layer, gluon.nn.Dense):
         return None
     if isinstance(layer, gluon.nn.Conv2D):

@@ -267,3 +267,53 @@ def test_a_resumed_run_equals_an_uninterrupted_one_bit_for_bit(fused, tmp_path):
     assert resumed.posterior.shapes == straight.posterior.shapes
     for a, b in zip(resumed.variational_params, straight.variational_params):
         np.testing.assert_array_equal(a.data().asnumpy(), b.data().asnumpy())
+
+
+@pytest.mark.parametrize("estimator", ["local", "flipout"])
+def test_the_estimator_report_says_recurrent_layers_keep_weight_sampling(estimator):
+    net = _net(cell="lstm", bidirectional=True)
+    trainer = _trainer(net, estimator=estimator)
+    rnn, dense = net.rnn[0].name, net.out.name
+    assert trainer.estimators.assignment == {rnn: "weights", dense: estimator}
+    assert trainer.estimator_report == (
+        f"{estimator}: {dense}; weights: {rnn} (a recurrent layer: it keeps the weight sample, "
+        "shared by its time steps)")
+    x, y = _data()
+    cost = trainer.step(x, y, 0.3)[0].asscalar()
+    assert np.isfinite(cost)
+    assert all(np.isfinite(g).all() for g in _gradients(trainer))
+    assert np.abs(_gradients(trainer)[0]).max() > 0  # the LSTM's weights are trained
+
+
+# ---------------------------------------------------------------------------- truncated BPTT
+def _segments(segment_len, num_sequences=12, batch_size=4):
+    """Truncated backpropagation through time: sequences of 3 * segment_len steps cut into
+    segments, every segment of a batch of sequences one minibatch (batch, segment_len * F);
+    the class of a segment is that of its sequence."""
+    x, y = _sequences(num_sequences, seq_len=3 * segment_len)
+    x = x.reshape(num_sequences, 3, segment_len * NUM_FEATURES)
+    return [(nd.array(x[start:start + batch_size, k]), nd.array(y[start:start + batch_size]))
+            for start in range(0, num_sequences, batch_size) for k in range(3)]
+
+
+@pytest.mark.parametrize("kl_weighting", ["uniform", "blundell"])
+def test_the_segments_of_an_epoch_pay_the_complexity_cost_once(kl_weighting):
+    """Each truncated segment is one minibatch of Eq. (8): with M segment-minibatches per epoch
+    the i-th gets pi_i = kl_weights(M)[i], and the epoch's weights sum to 1."""
+    segments = _segments(SEQ_LEN)
+    num_batches = len(segments)
+    assert num_batches == 9
+    trainer = _fitted_trainer(False, kl_weighting=kl_weighting)
+    seen, step = [], trainer.step
+
+    def recording_step(data, label, kl_weight):
+        seen.append(float(kl_weight.asscalar()))
+        return step(data, label, kl_weight)
+
+    trainer.step = recording_step
+    trainer.fit(segments, 2, progress=False)
+    expected = kl_weights(kl_weighting, num_batches)
+    np.testing.assert_allclose(seen, np.tile(expected, 2), rtol=1e-6)
+    np.testing.assert_allclose(np.sum(seen[:num_batches]), 1.0, rtol=1e-6)
+    record = trainer.history[-1]
+    assert record["loss"] == pytest.approx(record["nll"] + record["complexity"], rel=1e-5)
