@@ -84,3 +84,34 @@ def counter_normals(key, tensor, n, dtype):
     angle = 2.0 * np.pi * u2.ravel() - (np.pi / 4 if per_block == 4 else 0.0)
     pairs = np.stack([radius * np.cos(angle), radius * np.sin(angle)], axis=1)
     return pairs.ravel()[:n]
+
+
+def check_against_central_differences(posterior, objective, analytic=None, step=1e-6,
+                                      per_tensor=4, rtol=1e-6, atol=1e-9):
+    """Gradients of mu and rho against central differences of ``objective()`` in float64, at
+    ``per_tensor`` random entries of every tensor of ``posterior``.
+
+    ``objective()`` returns the cost (an NDArray scalar or a float) for the posterior's current
+    values; ``analytic`` is the list of gradients (mus, then rhos) to check, by default the
+    parameters' recorded ``grad()`` read before any value is moved.
+    """
+    from mxnet import nd
+    params = posterior.mus + posterior.rhos
+    if analytic is None:
+        analytic = [param.grad().asnumpy() for param in params]
+    rng = np.random.default_rng(1)
+    for param, gradient in zip(params, analytic):
+        values = param.data().asnumpy()
+        for flat in rng.choice(values.size, size=min(per_tensor, values.size), replace=False):
+            index = np.unravel_index(flat, values.shape)
+            shifted = []
+            for sign in (1, -1):
+                perturbed = values.copy()
+                perturbed[index] += sign * step
+                param.set_data(nd.array(perturbed, dtype="float64"))
+                cost = objective()
+                shifted.append(cost.asscalar() if hasattr(cost, "asscalar") else float(cost))
+            param.set_data(nd.array(values, dtype="float64"))
+            numeric = (shifted[0] - shifted[1]) / (2 * step)
+            np.testing.assert_allclose(gradient[index], numeric, rtol=rtol, atol=atol,
+                                       err_msg=f"{param.name}{index}")

@@ -17,6 +17,7 @@ from gluon_bbb import BBBLoss, BBBTrainer, GaussianPrior, kl_weights
 from gluon_bbb.data import ArrayLoader, EpochShuffled
 
 from fused_paths import fused_or_skip
+import reference as ref
 
 NUM_FEATURES, SEQ_LEN, HIDDEN, CLASSES = 2, 4, 3, 3
 CELLS = {"lstm": gluon.rnn.LSTM, "gru": gluon.rnn.GRU}
@@ -111,23 +112,8 @@ def test_gradient_matches_central_differences_with_the_noise_held(network, hybri
         return float(trainer.step(x, y, 0.3)[0].asscalar())
 
     cost()
-    gradient = _gradients(trainer)
-    rng = np.random.default_rng(1)
-    step = 1e-6
-    for k, param in enumerate(posterior.mus + posterior.rhos):
-        value = param.data().asnumpy()
-        for flat in rng.choice(value.size, size=2, replace=False):
-            index = np.unravel_index(flat, value.shape)
-            shifted = []
-            for sign in (1, -1):
-                moved = value.copy()
-                moved[index] += sign * step
-                param.set_data(nd.array(moved, dtype="float64"))
-                shifted.append(cost())
-            param.set_data(nd.array(value, dtype="float64"))
-            numeric = (shifted[0] - shifted[1]) / (2 * step)
-            assert gradient[k][index] == pytest.approx(numeric, rel=1e-5, abs=1e-7), \
-                (param.name, index)
+    ref.check_against_central_differences(posterior, cost, analytic=_gradients(trainer),
+                                          per_tensor=2, rtol=1e-5, atol=1e-7)
 
 
 def _held_noise(trainer, epsilons):
