@@ -115,15 +115,16 @@ setup(
         "search": ["optuna>=5.0,<6"],
         # a search study on a PostgreSQL server (--storage postgresql://...)
         "postgresql": ["optuna>=5.0,<6", "psycopg[binary]>=3.1"],
-        # the notebooks in JupyterLab, with the widget progress bars
-        "notebooks": ["jupyterlab>=4", "ipywidgets>=8"],
+        # the notebooks in JupyterLab, with the widget progress bars; statsmodels ships the
+        # sunspot numbers of the recurrent-network notebook
+        "notebooks": ["jupyterlab>=4", "ipywidgets>=8", "statsmodels>=0.14"],
         # the rendered book (docs/): sphinx-build -W -b html docs docs/_build/html
         "docs": ["optuna>=5.0,<6", "sphinx>=7", "myst-nb>=1.0", "furo>=2024.8.6"],
         # the tests, the notebooks and the book among them; the browser test drives Debian's
         # chromium through its chromedriver with selenium
         "test": ["optuna>=5.0,<6", "pytest>=7.2", "nbclient>=0.7", "nbformat>=5", "ipykernel>=6",
                  "psycopg[binary]>=3.1", "sphinx>=7", "myst-nb>=1.0", "furo>=2024.8.6",
-                 "jupyterlab>=4", "ipywidgets>=8", "selenium>=4.11"],
+                 "jupyterlab>=4", "ipywidgets>=8", "selenium>=4.11", "statsmodels>=0.14"],
     },
     entry_points={"console_scripts": ["gluon-bbb=gluon_bbb.cli:main"]},
     cmdclass={"build_py": BuildWithStartupFile, "editable_wheel": EditableWithStartupFile},

@@ -7,7 +7,7 @@ import math
 
 import mxnet as mx
 
-__all__ = ["LOG_SQRT_2PI", "get_F", "softplus", "total"]
+__all__ = ["LOG_SQRT_2PI", "get_F", "softplus", "normal_cdf", "total"]
 
 #: log(sqrt(2 pi)), the normalising constant of a standard normal density.
 LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -49,6 +49,22 @@ def softplus(F, rho):
     series = s * (1.0 + s * (0.5 + s * (1.0 / 3.0 + s * (0.25 + s * 0.2))))
     fast = F.Activation(rho, act_type="softrelu")
     return F.where(rho > _SOFTPLUS_SERIES_BELOW, fast, series)
+
+
+def normal_cdf(F, z):
+    """Phi(z) = (1 + erf(z / sqrt(2))) / 2, the standard normal distribution function.
+
+    Parameters
+    ----------
+    F : module
+        ``mx.nd`` or ``mx.sym``.
+    z : NDArray or Symbol, any shape
+
+    Returns
+    -------
+    NDArray or Symbol, same shape as ``z``, in [0, 1]
+    """
+    return 0.5 * (1.0 + F.erf(z * (1.0 / math.sqrt(2.0))))
 
 
 def total(F, x):

@@ -7,12 +7,14 @@ import numbers
 
 from mxnet import gluon
 
-from ._checks import check_positive_ints
+from ._checks import check_int, check_positive_ints
 
-__all__ = ["ACTIVATIONS", "mlp", "lenet"]
+__all__ = ["ACTIVATIONS", "RECURRENT_CELLS", "mlp", "lenet", "recurrent"]
 
 #: Activations of the hidden layers that :func:`mlp` accepts (MXNet's ``act_type`` values).
 ACTIVATIONS = ("relu", "sigmoid", "tanh", "softrelu", "softsign")
+#: The recurrent layers that :func:`recurrent` builds, by name.
+RECURRENT_CELLS = {"lstm": gluon.rnn.LSTM, "gru": gluon.rnn.GRU}
 
 
 def mlp(hidden_sizes=(400, 400), num_outputs=10, activation="relu", dropout=0.0):
@@ -91,6 +93,53 @@ def lenet(num_outputs=10, dropout=0.0, image_shape=(1, 28, 28)):
             net.add(gluon.nn.Dense(units, activation="relu"))
             if dropout > 0:
                 net.add(gluon.nn.Dropout(float(dropout)))
+        net.add(gluon.nn.Dense(num_outputs))
+    return net
+
+
+def recurrent(hidden_size=32, num_outputs=1, cell="lstm", num_layers=1, num_features=1,
+              dropout=0.0):
+    """A recurrent network that reads a sequence and predicts from its last time step.
+
+    Flat inputs (batch_size, T * num_features), as :class:`gluon_bbb.data.ArrayLoader` and
+    :func:`gluon_bbb.data.sliding_windows` give them, are read as (batch_size, T, num_features)
+    sequences (layout 'NTC'); a ``gluon.rnn.LSTM`` or ``GRU`` runs over them, and a Dense layer
+    maps the last layer's output at the last time step to ``num_outputs`` values (e.g. 2 for a
+    mean and a learned noise scale, ``BBBLoss(likelihood='gaussian', noise_sigma=None)``).
+
+    Parameters
+    ----------
+    hidden_size : int
+        Units of the recurrent layer(s).
+    num_outputs : int
+    cell : {'lstm', 'gru'}
+    num_layers : int
+        Layers of the one recurrent block.
+    num_features : int
+        Values per time step.
+    dropout : float, 0 <= dropout < 1
+        If > 0, Dropout on the last time step's output before the Dense layer, and between
+        recurrent layers (the dropout baseline; Monte Carlo dropout keeps it on at prediction).
+
+    Returns
+    -------
+    gluon.nn.HybridSequential
+        Uninitialised; the sequence length T is taken from the first batch.
+    """
+    hidden_size, num_outputs = check_int("hidden_size", hidden_size), check_int("num_outputs", num_outputs)
+    num_layers, num_features = check_int("num_layers", num_layers), check_int("num_features", num_features)
+    if cell not in RECURRENT_CELLS:
+        raise ValueError(f"cell must be one of {tuple(RECURRENT_CELLS)}, got {cell!r}")
+    _check_dropout(dropout)
+    net = gluon.nn.HybridSequential()
+    with net.name_scope():
+        net.add(gluon.nn.HybridLambda(lambda F, x: F.reshape(x, shape=(0, -1, num_features))))
+        net.add(RECURRENT_CELLS[cell](hidden_size, num_layers=num_layers, layout="NTC",
+                                      dropout=float(dropout) if num_layers > 1 else 0.0))
+        net.add(gluon.nn.HybridLambda(  # (batch, T, hidden) -> the last step, (batch, hidden)
+            lambda F, x: F.reshape(F.slice_axis(x, axis=1, begin=-1, end=None), shape=(0, -1))))
+        if dropout > 0:
+            net.add(gluon.nn.Dropout(float(dropout)))
         net.add(gluon.nn.Dense(num_outputs))
     return net
 

@@ -1,6 +1,7 @@
 """Scores of predictive uncertainty against the truth: ranking the most uncertain inputs,
-calibration (reliability diagrams and the expected calibration error, Guo et al. 2017),
-out-of-distribution detection (AUROC) and refusing to classify.
+calibration (reliability diagrams and the expected calibration error, Guo et al. 2017; the
+coverage of a regression's predictive intervals), out-of-distribution detection (AUROC) and
+refusing to classify.
 
 Every function takes plain arrays, e.g. :class:`gluon_bbb.analysis.uncertainty.Prediction`'s
 ``mean_probs`` and ``entropy``, so that a Bayes-by-Backprop network and an ordinary one are
@@ -13,7 +14,7 @@ import numpy as np
 from .._checks import check_finite_1d, check_int
 
 __all__ = ["ReliabilityDiagram", "RefusalCurve", "most_uncertain", "reliability_diagram",
-           "expected_calibration_error", "auroc", "refuse_to_classify"]
+           "expected_calibration_error", "interval_coverage", "auroc", "refuse_to_classify"]
 
 
 def most_uncertain(scores, num=16):
@@ -100,6 +101,37 @@ def expected_calibration_error(probs, labels, num_bins=15):
     float, in [0, 1]
     """
     return reliability_diagram(probs, labels, num_bins).ece
+
+
+def interval_coverage(cdf_values, levels=(0.5, 0.8, 0.9, 0.95)):
+    """Fraction of targets inside the central predictive interval of each nominal level.
+
+    The central interval of level p runs from the (1 - p)/2 to the (1 + p)/2 quantile of the
+    predictive distribution, so a target y lies inside it iff its predictive distribution
+    function F(y) lies in [(1 - p)/2, (1 + p)/2]. A calibrated predictor covers a fraction p
+    of the targets; less is overconfident, more underconfident. Taking F(y) (the probability
+    integral transform) makes this the same computation for any predictive distribution, e.g.
+    :meth:`gluon_bbb.analysis.uncertainty.GaussianMixturePrediction.cdf`.
+
+    Parameters
+    ----------
+    cdf_values : array_like, (N,), in [0, 1]
+        F_n(y_n), each target's value of its own predictive distribution function.
+    levels : sequence of float in (0, 1), (K,)
+
+    Returns
+    -------
+    numpy.ndarray of float64, (K,)
+    """
+    cdf_values = check_finite_1d("cdf_values", cdf_values)
+    if np.any((cdf_values < 0) | (cdf_values > 1)):
+        raise ValueError("cdf_values must lie in [0, 1]")
+    levels = check_finite_1d("levels", levels)
+    if np.any((levels <= 0) | (levels >= 1)):
+        raise ValueError(f"levels must lie in (0, 1), got {levels.tolist()}")
+    lower, upper = (1.0 - levels) / 2.0, (1.0 + levels) / 2.0
+    inside = (cdf_values[None, :] >= lower[:, None]) & (cdf_values[None, :] <= upper[:, None])
+    return inside.mean(axis=1)
 
 
 def auroc(scores_in, scores_out):

@@ -8,6 +8,11 @@ p(y | x) = E_q(w)[p(y | x, w)], estimated by Monte Carlo over S weight samples w
 - mutual information H[E_s p_s] - E_s H[p_s] between y and w (epistemic part: the
   disagreement of the sampled networks, which more data would remove).
 
+For regression with a Gaussian likelihood each sample is a Gaussian N(m_s, sigma_s^2), and the
+predictive distribution is their equal-weight mixture, :class:`GaussianMixturePrediction`:
+its variance splits into an aleatoric part E_s[sigma_s^2] (the noise the likelihood expects)
+and an epistemic part Var_s[m_s] (the disagreement of the sampled networks).
+
 :func:`mc_predict` computes these for a :class:`~gluon_bbb.BBBTrainer`, and
 :func:`deterministic_predict` the same quantities for an ordinary network (one "sample",
 so its mutual information is 0), so that a plain MLP baseline (e.g. trained by
@@ -24,14 +29,17 @@ from mxnet import autograd, nd
 
 from .. import predictive
 from .._checks import check_int
+from .._math import LOG_SQRT_2PI, normal_cdf
 from .calibration import (RefusalCurve, ReliabilityDiagram, auroc, expected_calibration_error,
-                          most_uncertain, refuse_to_classify, reliability_diagram)
+                          interval_coverage, most_uncertain, refuse_to_classify,
+                          reliability_diagram)
 from ..context import resolve_context
 from ..plots.uncertainty import (plot_refusal_curves, plot_reliability_diagrams,
                                  plot_score_histograms)
 
 __all__ = [
     "Prediction",
+    "GaussianMixturePrediction",
     "ReliabilityDiagram",
     "RefusalCurve",
     "entropy",
@@ -42,6 +50,7 @@ __all__ = [
     "most_uncertain",
     "reliability_diagram",
     "expected_calibration_error",
+    "interval_coverage",
     "auroc",
     "refuse_to_classify",
     "plot_reliability_diagrams",
@@ -145,6 +154,121 @@ class Prediction:
     def error(self):
         """Fraction of misclassified examples (needs labels)."""
         return float(np.mean(self.predictions != _require_labels(self.labels)))
+
+
+@dataclass
+class GaussianMixturePrediction:
+    """Predictive distribution of a Gaussian regression: an equal-weight mixture of S Gaussians.
+
+    Sample s (a weight sample of Bayes by Backprop, a dropout mask, or the one network of an
+    ordinary model, S = 1) predicts N(m_s, sigma_s^2) for each of N targets, so
+
+        p(y) = (1/S) sum_s N(y; m_s, sigma_s^2),
+        E[y] = mean_s m_s,    Var[y] = mean_s sigma_s^2 + Var_s m_s   (total variance),
+
+    with Var_s the population variance over the samples (ddof 0): the first term is the aleatoric
+    part, the second the epistemic part.
+
+    Attributes
+    ----------
+    means : numpy.ndarray of float64, (S, N)
+    sigmas : numpy.ndarray of float64, (S, N), > 0
+    targets : numpy.ndarray of float64, (N,), or None
+    mean : numpy.ndarray, (N,)
+        mean_s m_s.
+    aleatoric_variance : numpy.ndarray, (N,)
+        mean_s sigma_s^2.
+    epistemic_variance : numpy.ndarray, (N,)
+        mean_s (m_s - mean)^2; 0 for S = 1.
+    variance : numpy.ndarray, (N,)
+        Their sum, the variance of the mixture.
+    """
+
+    means: np.ndarray
+    sigmas: np.ndarray
+    targets: np.ndarray = None
+
+    def __post_init__(self):
+        self.means = np.asarray(self.means, dtype=np.float64)
+        self.sigmas = np.asarray(self.sigmas, dtype=np.float64)
+        if self.means.ndim != 2 or self.sigmas.shape != self.means.shape:
+            raise ValueError(f"means and sigmas must both have shape (S, N), got {self.means.shape} "
+                             f"and {self.sigmas.shape}")
+        if not (np.all(np.isfinite(self.means)) and np.all(np.isfinite(self.sigmas))
+                and np.all(self.sigmas > 0)):
+            raise ValueError("means must be finite and sigmas finite and positive")
+        if self.targets is not None:
+            self.targets = self._check_targets(self.targets)
+        self.mean = self.means.mean(axis=0)
+        self.aleatoric_variance = np.square(self.sigmas).mean(axis=0)
+        self.epistemic_variance = np.square(self.means - self.mean).mean(axis=0)
+        self.variance = self.aleatoric_variance + self.epistemic_variance
+
+    def _check_targets(self, targets):
+        targets = np.asarray(targets, dtype=np.float64)
+        if targets.shape != self.means.shape[1:]:
+            raise ValueError(f"{self.means.shape[1]} predictions but targets of shape {targets.shape}")
+        return targets
+
+    def _targets(self, y):
+        if y is not None:
+            return self._check_targets(y)
+        if self.targets is None:
+            raise ValueError("this needs targets, but the prediction has none; pass them")
+        return self.targets
+
+    def cdf(self, y=None):
+        """F(y) = mean_s Phi((y - m_s) / sigma_s) at each target (default: ``targets``), (N,)."""
+        z = (self._targets(y)[None, :] - self.means) / self.sigmas
+        return normal_cdf(nd, nd.array(z, dtype="float64")).asnumpy().mean(axis=0)
+
+    def log_likelihood(self, y=None):
+        """log p(y_n) = log mean_s N(y_n; m_s, sigma_s^2) per target (log-sum-exp), (N,)."""
+        z = (self._targets(y)[None, :] - self.means) / self.sigmas
+        log_densities = -0.5 * np.square(z) - np.log(self.sigmas) - LOG_SQRT_2PI  # (S, N)
+        top = log_densities.max(axis=0)
+        return top + np.log(np.exp(log_densities - top).mean(axis=0))
+
+    def nll(self, y=None):
+        """Mean negative log predictive density over the targets (nats per target)."""
+        return float(-self.log_likelihood(y).mean())
+
+    def rmse(self, y=None):
+        """Root mean squared error of the predictive mean."""
+        return float(np.sqrt(np.mean(np.square(self._targets(y) - self.mean))))
+
+    def coverage(self, levels=(0.5, 0.8, 0.9, 0.95), y=None):
+        """Fraction of targets inside each central interval, (K,); see
+        :func:`~gluon_bbb.analysis.calibration.interval_coverage`."""
+        return interval_coverage(self.cdf(y), levels)
+
+    def quantile(self, q):
+        """The q-quantile of the mixture at each of the N points, (N,), by bisection on F.
+
+        The bracket starts 40 sigma beyond the outermost component and is halved 60 times, to
+        about 1e-16 of its width (float64's resolution).
+
+        Parameters
+        ----------
+        q : float in (0, 1)
+        """
+        q = float(q)
+        if not 0.0 < q < 1.0:
+            raise ValueError(f"q must lie in (0, 1), got {q!r}")
+        spread = 40.0 * self.sigmas  # F < 1e-300 below, > 1 - 1e-300 above, for every sample
+        low, high = (self.means - spread).min(axis=0), (self.means + spread).max(axis=0)
+        for _ in range(60):
+            middle = 0.5 * (low + high)
+            below = self.cdf(middle) < q
+            low, high = np.where(below, middle, low), np.where(below, high, middle)
+        return 0.5 * (low + high)
+
+    def interval(self, level):
+        """The central interval of ``level`` at each point: (lower, upper), (N,) each."""
+        level = float(level)
+        if not 0.0 < level < 1.0:
+            raise ValueError(f"level must lie in (0, 1), got {level!r}")
+        return self.quantile((1.0 - level) / 2.0), self.quantile((1.0 + level) / 2.0)
 
 
 def _require_labels(labels):

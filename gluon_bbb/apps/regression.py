@@ -15,11 +15,15 @@ Away from the training inputs a Bayes-by-Backprop network's sampled functions di
 so the quantiles of its predictions spread out; an ordinary network extrapolates with
 one confident function. :func:`prediction_samples` draws predictions from either kind of
 model and :func:`predictive_band` summarises them by their median and interquartile range.
+:func:`predictive_mixture` gives any Gaussian regression network's predictive distribution,
+with its scores (log-likelihood, interval coverage) and its aleatoric and epistemic parts; the
+networks may take any (N, D) inputs, e.g. windows of a time series
+(:func:`gluon_bbb.data.sliding_windows`).
 """
 from collections import namedtuple
 
 import numpy as np
-from mxnet import gluon, nd
+from mxnet import autograd, gluon, nd
 
 from .._checks import check_int
 from .._math import softplus
@@ -28,7 +32,7 @@ from ..context import resolve_context
 from ..loss import BBBLoss
 from ..plots import axes_for
 from ..trainer import BBBTrainer
-from ..analysis.uncertainty import sample_network_outputs
+from ..analysis.uncertainty import GaussianMixturePrediction, sample_network_outputs
 
 __all__ = [
     "NOISE_STD",
@@ -39,6 +43,7 @@ __all__ = [
     "make_toy_data",
     "train_deterministic_regression",
     "prediction_samples",
+    "predictive_mixture",
     "predictive_band",
     "plot_regression",
 ]
@@ -121,7 +126,7 @@ def train_deterministic_regression(net, train_data, loss, num_epochs, optimizer=
     net : gluon.Block
         Initialised with ``mx.init.Xavier()`` on ``ctx`` if it is not yet.
     train_data : iterable of (data, label) NDArray batches with ``len()``
-        data : (batch_size, 1); label : (batch_size,)
+        data : (batch_size, D); label : (batch_size,)
     loss : BBBLoss
         With ``likelihood='gaussian'``; only its likelihood is used, not its prior.
     num_epochs : int, >= 1
@@ -153,7 +158,8 @@ def train_deterministic_regression(net, train_data, loss, num_epochs, optimizer=
                                      progress=progress, mean_gradient=False)]
 
 
-def prediction_samples(model, x, num_samples=100, include_noise=False, noise_sigma=None, seed=0):
+def prediction_samples(model, x, num_samples=100, include_noise=False, noise_sigma=None, seed=0,
+                       mc_dropout=False):
     """Predictions of a one-target regression network at the inputs ``x``.
 
     The network outputs one column (the mean, with known noise ``noise_sigma``) or two
@@ -163,10 +169,11 @@ def prediction_samples(model, x, num_samples=100, include_noise=False, noise_sig
     ----------
     model : BBBTrainer or gluon.Block
         A trainer gives one prediction per weight sample w_s ~ q(w | theta); an ordinary
-        network gives its single prediction (S = 1 unless ``include_noise``).
-    x : array_like or NDArray, (N, 1)
+        network gives its single prediction (S = 1 unless ``include_noise`` or ``mc_dropout``).
+    x : array_like or NDArray, (N, D), the network's inputs (D = 1 for the toy curve)
     num_samples : int, >= 1
-        Weight samples for a trainer; noise draws for a network with ``include_noise``.
+        Weight samples for a trainer; dropout masks with ``mc_dropout``; noise draws for an
+        ordinary network with ``include_noise``.
     include_noise : bool
         False: samples of the regression function f(x; w) (the model's uncertainty).
         True: samples of y = f(x; w) + noise, the predictive distribution of new targets.
@@ -175,21 +182,15 @@ def prediction_samples(model, x, num_samples=100, include_noise=False, noise_sig
         ``loss.noise_sigma``. Must be None for a two-column (learned-noise) network.
     seed : int
         Seeds the noise draws of ``include_noise``.
+    mc_dropout : bool
+        For an ordinary network: keep its Dropout layers on and run it ``num_samples`` times,
+        one mask per run (Monte Carlo dropout, Gal & Ghahramani 2016).
 
     Returns
     -------
     numpy.ndarray of float64, (S, N)
     """
-    check_int("num_samples", num_samples)
-    if isinstance(model, BBBTrainer):
-        outputs, _ = sample_network_outputs(model, _as_ndarray(x, model.ctx), num_samples)
-        if noise_sigma is None and outputs.shape[-1] == 1:
-            noise_sigma = model.loss.noise_sigma
-    elif isinstance(model, gluon.Block):
-        ctx = list(model.collect_params().values())[0].list_ctx()[0]
-        outputs = model(_as_ndarray(x, ctx)).expand_dims(axis=0)
-    else:
-        raise ValueError(f"model must be a BBBTrainer or a gluon Block, got {type(model).__name__}")
+    outputs, noise_sigma = _network_outputs(model, x, num_samples, noise_sigma, mc_dropout)
     means, sigmas = _means_and_sigmas(outputs, noise_sigma, include_noise)
     if not include_noise:
         return means
@@ -198,10 +199,59 @@ def prediction_samples(model, x, num_samples=100, include_noise=False, noise_sig
     return means + sigmas * np.random.default_rng(seed).standard_normal(means.shape)
 
 
+def predictive_mixture(model, x, num_samples=100, targets=None, noise_sigma=None, mc_dropout=False):
+    """The Gaussian predictive distribution of a regression network at the inputs ``x``.
+
+    Each of S samples (weight samples of a trainer, dropout masks with ``mc_dropout``, or the
+    one ordinary network) predicts N(m_s(x), sigma_s(x)^2), with sigma the known
+    ``noise_sigma`` or the network's learned softplus(s); the predictive distribution is their
+    equal-weight mixture, with the mean, the aleatoric and epistemic variances, the
+    distribution function, quantiles, log-likelihood and interval coverage of
+    :class:`~gluon_bbb.analysis.uncertainty.GaussianMixturePrediction`.
+
+    Parameters
+    ----------
+    model, x, num_samples, noise_sigma, mc_dropout
+        As for :func:`prediction_samples`.
+    targets : array_like, (N,), optional
+        The true values, for the scores (``nll``, ``rmse``, ``coverage``).
+
+    Returns
+    -------
+    GaussianMixturePrediction
+        ``means`` and ``sigmas`` of shape (S, N); S = 1 for an ordinary network without
+        ``mc_dropout``.
+    """
+    outputs, noise_sigma = _network_outputs(model, x, num_samples, noise_sigma, mc_dropout)
+    means, sigmas = _means_and_sigmas(outputs, noise_sigma, True)
+    return GaussianMixturePrediction(means, sigmas, targets)
+
+
+def _network_outputs(model, x, num_samples, noise_sigma, mc_dropout):
+    """The (S, N, 1 or 2) outputs of a trainer's weight samples, of a network's dropout masks or
+    of the network alone, and the known noise sigma (the trainer's if not given)."""
+    check_int("num_samples", num_samples)
+    if isinstance(model, BBBTrainer):
+        if mc_dropout:
+            raise ValueError("mc_dropout is for ordinary networks; a trainer samples its weights")
+        outputs, _ = sample_network_outputs(model, _as_ndarray(x, model.ctx), num_samples)
+        if noise_sigma is None and outputs.shape[-1] == 1:
+            noise_sigma = model.loss.noise_sigma
+        return outputs, noise_sigma
+    if not isinstance(model, gluon.Block):
+        raise ValueError(f"model must be a BBBTrainer or a gluon Block, got {type(model).__name__}")
+    x = _as_ndarray(x, list(model.collect_params().values())[0].list_ctx()[0])
+    if not mc_dropout:
+        with autograd.predict_mode():
+            return model(x).expand_dims(axis=0), noise_sigma
+    with autograd.train_mode():  # dropout on, nothing recorded
+        return nd.stack(*[model(x) for _ in range(num_samples)], axis=0), noise_sigma
+
+
 def _as_ndarray(x, ctx):
     x = x if isinstance(x, nd.NDArray) else nd.array(np.asarray(x, dtype=np.float32))
-    if x.ndim != 2 or x.shape[1] != 1:
-        raise ValueError(f"x must have shape (N, 1), got {x.shape}")
+    if x.ndim != 2:
+        raise ValueError(f"x must have shape (N, D), got {x.shape}")
     return x.as_in_context(ctx)
 
 

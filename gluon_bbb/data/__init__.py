@@ -1,6 +1,7 @@
 """Loading MNIST and Fashion-MNIST: splits, preprocessing and loaders. The file format is
 :mod:`gluon_bbb.data.idx`, the search for the files :mod:`gluon_bbb.data.datafolders` and the batches
-:mod:`gluon_bbb.data.loaders`; their public names are importable from here too.
+:mod:`gluon_bbb.data.loaders`; their public names are importable from here too, as are those of
+:mod:`gluon_bbb.data.series` (time series cut into windows for regression).
 
 The four files of each data set, ``{train,t10k}-{images-idx3,labels-idx1}-ubyte``
 (gzip-compressed with a ``.gz`` suffix, or raw), are looked for in these places,
@@ -37,6 +38,7 @@ from .datafolders import (DATA_ENV_VAR, DATASETS, SPLITS, DataNotFoundError, fin
                           idx_filenames)
 from .idx import IDXFormatError, read_idx
 from .loaders import ArrayLoader, EpochShuffled
+from .series import Windows, sliding_windows
 
 __all__ = [
     "DATASETS",
@@ -56,6 +58,8 @@ __all__ = [
     "load_splits",
     "ArrayLoader",
     "EpochShuffled",
+    "Windows",
+    "sliding_windows",
     "get_loaders",
 ]
 

@@ -241,3 +241,120 @@ def test_plots_draw_the_numbers_they_are_given():
     np.testing.assert_allclose(line.get_xdata(), curve.coverage)
     np.testing.assert_allclose(line.get_ydata(), 100 * np.asarray(curve.error))
     assert figure.axes[0].xaxis_inverted()
+
+
+# ---------------------------------------------------------------- Gaussian regression
+def _mixture(num_samples=5, num_points=7, seed=0):
+    rng = np.random.default_rng(seed)
+    means = rng.normal(size=(num_samples, num_points))
+    sigmas = rng.uniform(0.2, 1.5, size=(num_samples, num_points))
+    targets = rng.normal(scale=1.5, size=num_points)
+    return uncertainty.GaussianMixturePrediction(means, sigmas, targets)
+
+
+def _mixture_cdf(prediction, y):
+    """mean_s Phi((y - m_s) / sigma_s) by math.erf, one value at a time, in float64."""
+    return np.array([np.mean([0.5 * (1 + math.erf((y[n] - m) / (s * math.sqrt(2))))
+                              for m, s in zip(prediction.means[:, n], prediction.sigmas[:, n])])
+                     for n in range(len(y))])
+
+
+def test_normal_cdf_matches_math_erf_on_both_namespaces():
+    from gluon_bbb._math import normal_cdf
+    z = np.array([-6.0, -1.5, 0.0, 0.3, 2.0, 8.0])
+    expected = [0.5 * (1 + math.erf(v / math.sqrt(2))) for v in z]
+    np.testing.assert_allclose(normal_cdf(nd, nd.array(z, dtype="float64")).asnumpy(), expected,
+                               rtol=1e-14, atol=1e-300)
+    symbol = normal_cdf(mx.sym, mx.sym.var("z"))
+    value = symbol.eval(ctx=mx.cpu(), z=nd.array(z, dtype="float64"))[0].asnumpy()
+    np.testing.assert_allclose(value, expected, rtol=1e-14)
+
+
+def test_mixture_moments_follow_the_law_of_total_variance_and_match_draws():
+    prediction = _mixture()
+    means, sigmas = prediction.means, prediction.sigmas
+    np.testing.assert_allclose(prediction.mean, means.mean(axis=0), rtol=1e-15)
+    np.testing.assert_allclose(prediction.aleatoric_variance, (sigmas ** 2).mean(axis=0), rtol=1e-14)
+    np.testing.assert_allclose(prediction.epistemic_variance, means.var(axis=0), rtol=1e-12)
+    # against draws from the mixture: pick a component, then add its noise (4e5 draws per point)
+    rng = np.random.default_rng(1)
+    draws = 400_000
+    component = rng.integers(0, means.shape[0], size=(draws, means.shape[1]))
+    columns = np.arange(means.shape[1])
+    y = means[component, columns] + sigmas[component, columns] * rng.standard_normal(component.shape)
+    # standard errors: sd / sqrt(n) for the mean, about sd^2 sqrt(2 / n) for the variance
+    np.testing.assert_allclose(y.mean(axis=0), prediction.mean,
+                               atol=5 * np.sqrt(prediction.variance / draws).max())
+    # (a mixture's kurtosis is at most a few times a Gaussian's: 5 sd with sqrt(6 / n))
+    np.testing.assert_allclose(y.var(axis=0), prediction.variance, rtol=5 * np.sqrt(6.0 / draws))
+
+
+def test_mixture_cdf_log_likelihood_and_rmse_match_float64_references():
+    prediction = _mixture()
+    y = prediction.targets
+    np.testing.assert_allclose(prediction.cdf(), _mixture_cdf(prediction, y), rtol=1e-12, atol=1e-15)
+    densities = np.exp(-0.5 * ((y - prediction.means) / prediction.sigmas) ** 2) / (
+        prediction.sigmas * math.sqrt(2 * math.pi))
+    np.testing.assert_allclose(prediction.log_likelihood(), np.log(densities.mean(axis=0)), rtol=1e-12)
+    assert prediction.nll() == pytest.approx(-np.log(densities.mean(axis=0)).mean(), rel=1e-12)
+    assert prediction.rmse() == pytest.approx(np.sqrt(np.mean((y - prediction.means.mean(0)) ** 2)))
+    # far in the tail the log-sum-exp keeps a finite log-likelihood where the density underflows
+    far = prediction.log_likelihood(np.full(7, 60.0))
+    assert np.all(np.isfinite(far)) and np.all(far < -700)
+
+
+def test_a_single_gaussian_has_the_normal_quantiles_and_no_epistemic_part():
+    one = uncertainty.GaussianMixturePrediction([[1.0, -2.0]], [[2.0, 0.5]])
+    np.testing.assert_array_equal(one.epistemic_variance, 0.0)
+    lower, upper = one.interval(0.9)
+    z = 1.6448536269514722  # Phi^-1(0.95)
+    np.testing.assert_allclose(lower, [1.0 - 2.0 * z, -2.0 - 0.5 * z], rtol=1e-12)
+    np.testing.assert_allclose(upper, [1.0 + 2.0 * z, -2.0 + 0.5 * z], rtol=1e-12)
+    np.testing.assert_allclose(one.quantile(0.5), [1.0, -2.0], atol=1e-12)
+
+
+def test_mixture_quantiles_invert_its_cdf_and_bound_the_covered_targets():
+    prediction = _mixture(num_samples=4, num_points=50, seed=2)
+    for q in (0.01, 0.25, 0.5, 0.9, 0.999):
+        np.testing.assert_allclose(_mixture_cdf(prediction, prediction.quantile(q)), q, atol=1e-12)
+    levels = (0.5, 0.8, 0.95)
+    by_hand = []
+    for level in levels:
+        lower, upper = prediction.interval(level)
+        by_hand.append(np.mean((prediction.targets >= lower) & (prediction.targets <= upper)))
+    np.testing.assert_allclose(prediction.coverage(levels), by_hand)
+
+
+def test_interval_coverage_on_a_hand_example_and_calibrated_draws():
+    # level p covers F(y) in [(1 - p)/2, (1 + p)/2]: 0.4 -> [0.3, 0.7] holds 0.5 and 0.3 (ends
+    # included); 0.5 -> [0.25, 0.75] adds 0.74; 0.95 -> [0.025, 0.975] adds 0.04; 0.99 all five
+    cdf = [0.5, 0.3, 0.04, 0.99, 0.74]
+    np.testing.assert_allclose(uncertainty.interval_coverage(cdf, [0.4, 0.5, 0.95, 0.99]),
+                               [2 / 5, 3 / 5, 4 / 5, 5 / 5])
+    # targets drawn from their own predictive distribution: coverage p +- 5 standard errors
+    rng = np.random.default_rng(0)
+    prediction = _mixture(num_samples=3, num_points=20000, seed=3)
+    pick = rng.integers(0, 3, size=20000)
+    columns = np.arange(20000)
+    y = prediction.means[pick, columns] + prediction.sigmas[pick, columns] * rng.standard_normal(20000)
+    levels = np.array([0.5, 0.8, 0.9, 0.95])
+    np.testing.assert_allclose(prediction.coverage(levels, y), levels,
+                               atol=5 * np.sqrt(0.25 / 20000))
+    for bad in ([1.2], [[0.5]]):
+        with pytest.raises(ValueError, match="cdf_values"):
+            uncertainty.interval_coverage(bad)
+    with pytest.raises(ValueError, match="levels"):
+        uncertainty.interval_coverage([0.5], [1.0])
+
+
+def test_mixture_refuses_bad_shapes_and_scales_and_asks_for_targets():
+    with pytest.raises(ValueError, match="shape"):
+        uncertainty.GaussianMixturePrediction(np.zeros((2, 3)), np.ones((2, 2)))
+    with pytest.raises(ValueError, match="positive"):
+        uncertainty.GaussianMixturePrediction(np.zeros((2, 3)), np.zeros((2, 3)))
+    with pytest.raises(ValueError, match="targets of shape"):
+        uncertainty.GaussianMixturePrediction(np.zeros((2, 3)), np.ones((2, 3)), np.zeros(2))
+    with pytest.raises(ValueError, match="needs targets"):
+        uncertainty.GaussianMixturePrediction(np.zeros((2, 3)), np.ones((2, 3))).nll()
+    with pytest.raises(ValueError, match="level"):
+        uncertainty.GaussianMixturePrediction(np.zeros((1, 1)), np.ones((1, 1))).interval(1.0)

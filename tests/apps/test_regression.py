@@ -136,8 +136,8 @@ def test_deterministic_net_band_is_a_line_or_the_noise_quartiles():
     two_columns.initialize()
     with pytest.raises(ValueError, match="noise_sigma must be None"):
         regression.prediction_samples(two_columns, grid, noise_sigma=0.1)
-    with pytest.raises(ValueError, match=r"\(N, 1\)"):
-        regression.prediction_samples(net, np.zeros((3, 2)))
+    with pytest.raises(ValueError, match=r"\(N, D\)"):
+        regression.prediction_samples(net, np.zeros(3))
 
 
 def train_bbb(learn_noise, num_epochs, seed=0):
@@ -177,6 +177,61 @@ def test_bbb_with_learned_noise_trains_and_predicts_targets():
     targets = regression.prediction_samples(trainer, grid, num_samples=30, include_noise=True)
     assert functions.shape == targets.shape == (30, 4)
     assert np.all(targets.std(axis=0) > functions.std(axis=0))  # the learned noise adds spread
+
+
+def test_predictive_mixture_of_an_ordinary_network_is_its_one_gaussian():
+    mx.random.seed(0)
+    net = mlp((4,), num_outputs=2)
+    net.initialize()
+    x = np.random.default_rng(0).normal(size=(6, 3)).astype(np.float32)  # any (N, D) input
+    outputs = net(nd.array(x)).asnumpy().astype(np.float64)
+    targets = np.linspace(-1, 1, 6)
+    prediction = regression.predictive_mixture(net, x, targets=targets)
+    assert prediction.means.shape == (1, 6)
+    np.testing.assert_allclose(prediction.means[0], outputs[:, 0], rtol=1e-6)
+    np.testing.assert_allclose(prediction.sigmas[0], np.log1p(np.exp(outputs[:, 1])), rtol=1e-5)
+    np.testing.assert_array_equal(prediction.epistemic_variance, 0.0)
+    one = mlp((4,), num_outputs=1)
+    one.initialize()
+    known = regression.predictive_mixture(one, x, noise_sigma=0.3)
+    np.testing.assert_array_equal(known.sigmas, 0.3)
+    with pytest.raises(ValueError, match="noise_sigma"):
+        regression.predictive_mixture(one, x)
+
+
+def test_mc_dropout_draws_a_mask_per_sample_and_is_off_otherwise():
+    mx.random.seed(0)
+    net = mlp((32,), num_outputs=2, dropout=0.5)
+    net.initialize()
+    x = np.random.default_rng(0).normal(size=(5, 2)).astype(np.float32)
+    plain = regression.predictive_mixture(net, x, num_samples=20)
+    assert plain.means.shape == (1, 5)
+    again = regression.predictive_mixture(net, x)
+    np.testing.assert_array_equal(plain.means, again.means)  # dropout off: deterministic
+    sampled = regression.predictive_mixture(net, x, num_samples=20, mc_dropout=True)
+    assert sampled.means.shape == (20, 5)
+    assert np.all(sampled.epistemic_variance > 0)
+    assert len({tuple(row) for row in sampled.means}) == 20  # 20 different masks
+    # the dropout layer scales by 1 / (1 - p), so the masks average to the plain network
+    many = regression.predictive_mixture(net, x, num_samples=4000, mc_dropout=True)
+    np.testing.assert_allclose(many.mean, plain.mean, atol=5 * np.sqrt(many.epistemic_variance.max() / 4000) + 0.05)
+    samples = regression.prediction_samples(net, x, num_samples=7, mc_dropout=True)
+    assert samples.shape == (7, 5)
+
+
+def test_predictive_mixture_of_a_trainer_has_one_component_per_weight_sample():
+    trainer, _ = train_bbb(learn_noise=True, num_epochs=1)
+    grid = np.linspace(0, 0.5, 4)[:, None]
+    prediction = regression.predictive_mixture(trainer, grid, num_samples=30)
+    assert prediction.means.shape == prediction.sigmas.shape == (30, 4)
+    assert np.all(prediction.epistemic_variance > 0)
+    trainer.reseed(3)
+    functions = regression.prediction_samples(trainer, grid, num_samples=30)
+    trainer.reseed(3)
+    np.testing.assert_array_equal(regression.predictive_mixture(trainer, grid, num_samples=30).means,
+                                  functions)
+    with pytest.raises(ValueError, match="mc_dropout"):
+        regression.predictive_mixture(trainer, grid, mc_dropout=True)
 
 
 def test_plot_regression_returns_a_figure():

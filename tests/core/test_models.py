@@ -106,3 +106,59 @@ def test_lenet_trains_with_bayes_by_backprop():
 def test_lenet_refuses_bad_arguments(kwargs):
     with pytest.raises(ValueError):
         models.lenet(**kwargs)
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_recurrent_predicts_from_the_last_step_of_its_recurrent_layer(cell):
+    """The output is the Dense layer applied to the recurrent layer's output at the last step
+    of the sequence read from the flat input, computed here through the layers one by one."""
+    import mxnet as mx
+    import numpy as np
+    mx.random.seed(0)
+    net = models.recurrent(hidden_size=5, num_outputs=2, cell=cell)
+    net.initialize(mx.init.Xavier())
+    x = nd.array(np.random.default_rng(0).normal(size=(4, 6)))
+    output = net(x)
+    assert output.shape == (4, 2)
+    layers = _layers(net)
+    assert isinstance(layers[1], models.RECURRENT_CELLS[cell])
+    sequences = layers[1](x.reshape((4, 6, 1)))  # (batch, T, hidden)
+    expected = layers[-1](sequences[:, -1, :])
+    np.testing.assert_allclose(output.asnumpy(), expected.asnumpy(), rtol=1e-6, atol=1e-6)
+    # a longer sequence of 2 features per step: T = 3
+    two = models.recurrent(hidden_size=5, num_features=2, cell=cell)
+    two.initialize()
+    assert two(nd.zeros((4, 6))).shape == (4, 1)
+
+
+def test_recurrent_dropout_is_a_layer_before_the_output_and_between_recurrent_layers():
+    assert not any(isinstance(layer, gluon.nn.Dropout) for layer in _layers(models.recurrent()))
+    net = models.recurrent(num_layers=2, dropout=0.25)
+    layers = _layers(net)
+    assert isinstance(layers[-2], gluon.nn.Dropout) and layers[-2]._rate == 0.25
+    assert layers[1]._dropout == 0.25 and layers[1]._num_layers == 2
+
+
+def test_recurrent_trains_with_bayes_by_backprop_and_its_posterior_covers_the_cell():
+    import mxnet as mx
+    import numpy as np
+    from gluon_bbb import BBBLoss, BBBTrainer, GaussianPrior
+    from gluon_bbb.data import ArrayLoader
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(32, 8)).astype("float32")
+    y = x[:, -1] + 0.1 * rng.normal(size=32).astype("float32")
+    mx.random.seed(0)
+    trainer = BBBTrainer(models.recurrent(4, num_outputs=2),
+                         BBBLoss(GaussianPrior(1.0), likelihood="gaussian", noise_sigma=None), seed=0)
+    history = trainer.fit(ArrayLoader(x, y, batch_size=16), 2, progress=False)
+    assert all(np.isfinite(r["loss"]) for r in history)
+    assert any(name.endswith("l0_h2h_weight") for name in trainer.posterior.names)
+    # LSTM: 4 gates x hidden x (input + hidden) weights and 2 x 4 x hidden biases; Dense: 2 x 4 + 2
+    assert trainer.posterior.num_weights == 4 * 4 * (1 + 4) + 2 * 4 * 4 + 2 * 4 + 2
+
+
+@pytest.mark.parametrize("kwargs", [{"cell": "rnn"}, {"hidden_size": 0}, {"num_features": 0},
+                                    {"num_layers": 1.5}, {"dropout": -0.1}])
+def test_recurrent_refuses_bad_arguments_naming_them(kwargs):
+    with pytest.raises(ValueError, match=next(iter(kwargs))):
+        models.recurrent(**kwargs)
