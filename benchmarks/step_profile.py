@@ -92,12 +92,17 @@ def mlp(width):
     return net
 
 
-def profile(width, optimizer, repeats):
+#: The priors of the benchmarks (as epoch_time.py's).
+PRIORS = {"mixture": lambda: gluon_bbb.ScaleMixturePrior(0.5, 1.0, math.exp(-6)),
+          "gaussian": lambda: gluon_bbb.GaussianPrior(1.0)}
+
+
+def profile(width, optimizer, repeats, prior="mixture"):
     mx.random.seed(0)
     rng = np.random.default_rng(0)
     data = nd.array(rng.normal(size=(BATCH, 784)))
     label = nd.array(rng.integers(0, 10, size=BATCH))
-    prior = gluon_bbb.ScaleMixturePrior(0.5, 1.0, math.exp(-6))
+    prior = PRIORS[prior]()
     trainer = gluon_bbb.BBBTrainer(mlp(width), gluon_bbb.BBBLoss(prior), optimizer=optimizer,
                                    optimizer_params={"learning_rate": 1e-3}, seed=0)
     kl_weight = nd.array([1.0 / 390])

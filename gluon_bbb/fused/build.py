@@ -16,7 +16,7 @@ import mxnet as mx
 from mxnet import nd
 
 __all__ = ["FusedStatus", "fused_status", "load_fused_op", "OP_NAME", "NORMAL_OP_NAME",
-           "OPERATORS", "ENV_SWITCH", "SOURCE", "COMPILE_FLAGS"]
+           "OPERATORS", "ENV_SWITCH", "SOURCE", "COMPILE_FLAGS", "compile_command"]
 
 logger = logging.getLogger(__name__)
 
@@ -161,14 +161,40 @@ def _build_and_load():
     return FusedStatus(True, "", path)
 
 
+def compile_command(sources, output, shared=True, compiler=None):
+    """The compiler's command line that builds ``sources`` with MXNet's ``lib_api.cc`` into
+    ``output``, with the flags and headers of the fused library (an executable with
+    ``shared=False``: ``benchmarks/cost_model.py`` builds its harness of the operator's
+    kernels this way).
+
+    Parameters
+    ----------
+    sources : list of str
+        C++ files; the fused operator's own folder is on the include path.
+    output : str
+    shared : bool
+    compiler : str, optional
+        Default: ``$CXX``, else g++, c++ or clang++ found on the path.
+
+    Returns
+    -------
+    list of str
+    """
+    compiler = compiler or _compiler()
+    if compiler is None:
+        raise RuntimeError("no C++ compiler found (set CXX or install g++)")
+    include_dir, lib_api_source = _mxnet_dirs()
+    return [compiler, *COMPILE_FLAGS, *(["-shared"] if shared else []), "-I", include_dir,
+            "-I", os.path.dirname(SOURCE), *sources, lib_api_source, "-o", output]
+
+
 def _build(compiler, include_dir, lib_api_source, path):
     """Compile, test-load in a child process, then rename into place. Returns an error or ''."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     handle, tmp = tempfile.mkstemp(suffix=".so", dir=os.path.dirname(path))
     os.close(handle)
     try:
-        command = [compiler, *COMPILE_FLAGS, "-shared", "-I", include_dir, SOURCE, lib_api_source,
-                   "-o", tmp]
+        command = compile_command([SOURCE], tmp, compiler=compiler)
         logger.info("gluon_bbb: compiling the fused operator: %s", " ".join(command))
         result = subprocess.run(command, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
         if result.returncode != 0:
