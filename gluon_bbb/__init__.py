@@ -33,7 +33,7 @@ from . import baselines, data, models, predictive  # noqa: E402
 from .context import resolve_context  # noqa: E402
 from .loss import BBBLoss
 from .posterior import VariationalPosterior, assign_arrays
-from .priors import GaussianPrior, ScaleMixturePrior, prior_from_config
+from .priors import DiagonalGaussianPrior, GaussianPrior, ScaleMixturePrior, prior_from_config
 from .trainer import BBBTrainer, NonFiniteLossError
 from .version import __version__
 from .weighting import kl_weights
@@ -73,6 +73,7 @@ __all__ = [
     "__version__",
     "BBBLoss",
     "BBBTrainer",
+    "DiagonalGaussianPrior",
     "GaussianPrior",
     "NonFiniteLossError",
     "ScaleMixturePrior",

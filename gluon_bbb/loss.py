@@ -32,10 +32,13 @@ class BBBLoss(gluon.loss.Loss):
     Parameters
     ----------
     prior : Prior
-        :class:`~gluon_bbb.GaussianPrior` or :class:`~gluon_bbb.ScaleMixturePrior`. A
-        learnable one (``learnable=True``) brings its parameters, which become this loss's
-        (``loss.collect_params()``): the cost's gradient reaches them, and
-        :class:`~gluon_bbb.BBBTrainer` trains them with mu and rho (empirical Bayes).
+        :class:`~gluon_bbb.GaussianPrior`, :class:`~gluon_bbb.ScaleMixturePrior` or
+        :class:`~gluon_bbb.DiagonalGaussianPrior`. A learnable one (``learnable=True``)
+        brings its parameters, which become this loss's (``loss.collect_params()``): the
+        cost's gradient reaches them, and :class:`~gluon_bbb.BBBTrainer` trains them with mu
+        and rho (empirical Bayes). A per-weight one brings its fixed arrays (grad_req 'null')
+        the same way, as inputs of the cost; the k-th weight tensor is scored against the
+        prior's k-th arrays.
     likelihood : {'softmax', 'gaussian'}
         'softmax': categorical likelihood on the logits ``pred`` (classification; ``label``
         holds class indices). 'gaussian': N(label; pred, noise_sigma^2) (regression).
@@ -46,7 +49,7 @@ class BBBLoss(gluon.loss.Loss):
     kl : {'monte_carlo', 'closed_form'}
         'monte_carlo' (the paper's): the complexity is log q(w | theta) - log P(w) at the
         weight sample. 'closed_form': its expectation KL(q || P), exactly
-        (:meth:`~gluon_bbb.GaussianPrior.sum_kl`; the Gaussian prior only), with
+        (:meth:`~gluon_bbb.GaussianPrior.sum_kl`; the Gaussian priors only), with
         mu = w - sigma * eps recovered from the sample, so it needs the ``weights, sigmas,
         epsilons`` inputs. Lower-variance gradients, the same expected cost.
 
@@ -80,13 +83,15 @@ class BBBLoss(gluon.loss.Loss):
                  noise_sigma: Optional[float] = 1.0, kl: str = "monte_carlo", **kwargs) -> None:
         super().__init__(weight=None, batch_axis=0, **kwargs)
         if not isinstance(prior, Prior):
-            raise TypeError(f"prior must be a GaussianPrior or ScaleMixturePrior, got {prior!r}")
+            raise TypeError("prior must be a GaussianPrior, ScaleMixturePrior or "
+                            f"DiagonalGaussianPrior, got {prior!r}")
         if kl not in KL_ESTIMATORS:
             raise ValueError(f"unknown kl {kl!r}; expected one of {KL_ESTIMATORS}")
         if kl == "closed_form" and not prior.has_closed_form_kl:
             raise ValueError(f"kl='closed_form' needs a prior with a closed-form KL divergence "
-                             f"(GaussianPrior); {type(prior).__name__} has none (the paper's "
-                             "reason for the Monte Carlo estimate): use kl='monte_carlo'")
+                             f"(GaussianPrior, DiagonalGaussianPrior); {type(prior).__name__} "
+                             "has none (the paper's reason for the Monte Carlo estimate): use "
+                             "kl='monte_carlo'")
         self.kl = kl
         if likelihood not in LIKELIHOODS:
             raise ValueError(f"unknown likelihood {likelihood!r}; expected one of {LIKELIHOODS}")
@@ -97,9 +102,11 @@ class BBBLoss(gluon.loss.Loss):
                     f"noise_sigma must be a positive finite number or None, got {noise_sigma!r}")
         self.prior = prior
         # A learnable prior's parameters become the loss's: trained with mu and rho, and
-        # handed to hybrid_forward (as Symbols once hybridized) under their names.
-        self.params.update({param.name: param for param in prior.parameters().values()})
-        for name, param in prior.parameters().items():
+        # handed to hybrid_forward (as Symbols once hybridized) under their names; so do a
+        # per-weight prior's fixed arrays (grad_req 'null': inputs, never trained).
+        inputs = {**prior.parameters(), **prior.constants()}
+        self.params.update({param.name: param for param in inputs.values()})
+        for name, param in inputs.items():
             setattr(self, name, param)
         self.likelihood = likelihood
         self.noise_sigma = noise_sigma
@@ -118,18 +125,19 @@ class BBBLoss(gluon.loss.Loss):
 
     def complexity(self, F, weights, sigmas, epsilons, prior_params=None):
         """log q(w | theta) - log P(w) summed over all weights, shape (1,); ``prior_params``
-        are a learnable prior's parameters (:class:`~gluon_bbb.priors.Prior`)."""
+        are a learnable prior's parameters or a per-weight prior's arrays
+        (:class:`~gluon_bbb.priors.Prior`)."""
         log_q, log_prior = [], []
-        for w, sigma, eps in zip(weights, sigmas, epsilons):
+        for index, (w, sigma, eps) in enumerate(zip(weights, sigmas, epsilons)):
             # log q = sum_j (-log sigma_j - eps_j^2 / 2 - log(2 pi) / 2), the reparameterised form
             log_q.append(total(F, -F.log(sigma) - LOG_SQRT_2PI) - 0.5 * sum_of_squares(F, eps))
-            log_prior.append(self.prior.sum_log_prob(w, F, prior_params))
+            log_prior.append(self.prior.sum_log_prob(w, F, prior_params, index))
         return F.add_n(*log_q) - F.add_n(*log_prior)
 
     def closed_form_complexity(self, F, weights, sigmas, epsilons, prior_params=None):
         """KL(q || P) summed over all weights, shape (1,), mu = w - sigma * eps."""
-        return F.add_n(*[self.prior.sum_kl(w - sigma * eps, sigma, F, prior_params)
-                         for w, sigma, eps in zip(weights, sigmas, epsilons)])
+        return F.add_n(*[self.prior.sum_kl(w - sigma * eps, sigma, F, prior_params, index)
+                         for index, (w, sigma, eps) in enumerate(zip(weights, sigmas, epsilons))])
 
     def hybrid_forward(self, F, pred, label, kl_weight, *complexity_inputs, **prior_params):
         nll = self.negative_log_likelihood(F, pred, label)
@@ -140,9 +148,10 @@ class BBBLoss(gluon.loss.Loss):
             complexity = self.closed_form_complexity(F, *complexity_inputs, prior_params)
         elif len(complexity_inputs) == 1:
             if prior_params:
-                raise TypeError("a learnable prior needs (pred, label, kl_weight, weights, "
-                                "sigmas, epsilons): a precomputed complexity has no gradient "
-                                "with respect to the prior")
+                raise TypeError("a learnable or per-weight prior needs (pred, label, "
+                                "kl_weight, weights, sigmas, epsilons): a precomputed "
+                                "complexity has no gradient with respect to the prior and "
+                                "does not come from its arrays")
             complexity = complexity_inputs[0]
         elif len(complexity_inputs) == 3:
             complexity = self.complexity(F, *complexity_inputs, prior_params)

@@ -34,7 +34,8 @@ from .fused import FiniteGuard, fused_path, variational_sample
 from .fused.optimizers import fused_optimizer
 from ._math import softplus
 from .loss import BBBLoss
-from .posterior import GaussianNoise, VariationalPosterior, assign_arrays, initialisation_state
+from .posterior import (GaussianNoise, VariationalPosterior, assign_arrays, initialisation_state,
+                        trainable_parameters)
 from .predictive import SAMPLING_METHODS
 from .weighting import kl_weights
 
@@ -191,6 +192,9 @@ class BBBTrainer:
         params = self.net.collect_params()
         if any(self.ctx not in p.list_ctx() for p in params.values()):
             params.reset_ctx(self.ctx)
+        covered = trainable_parameters(self.net)  # a per-weight prior must fit their shapes
+        self.loss.prior.check_shapes([name for name, _ in covered],
+                                     [tuple(param.shape) for _, param in covered])
         self.posterior = VariationalPosterior(self.net, mu_init=self.mu_init, rho_init=self.rho_init,
                                               sigma_init=self.sigma_init,
                                               moped_delta=self.moped_delta)
@@ -210,7 +214,8 @@ class BBBTrainer:
         self.prior_params = list(prior.parameters().values())  # empty unless it is learnable
         self.fused, self.fused_reason = fused_path(self.ctx, self.posterior.dtype,
                                                    self.variational_params, self.fused_request,
-                                                   learnable_prior=prior.learnable)
+                                                   learnable_prior=prior.learnable,
+                                                   per_weight_prior=prior.per_weight)
         # A dict: gluon.Trainer orders its parameters by sorted name, the order in which
         # checkpoints store the optimizer state (posterior_* first, then a learned prior_*).
         trained = {p.name: p for p in self.variational_params + self.prior_params}

@@ -5,8 +5,8 @@ The file format, and every check made while reading it, is :mod:`gluon_bbb.io.ch
 the optimizer state is :mod:`gluon_bbb.io.optimizer_state`'s. A checkpoint holds:
 
 * arrays: mu and rho of every weight tensor, the network's other non-trainable arrays
-  (e.g. BatchNorm running statistics) as ``'net:<name>'``, and a learnable prior's
-  parameters as ``'prior:<name>'``;
+  (e.g. BatchNorm running statistics) as ``'net:<name>'``, a learnable prior's
+  parameters and a per-weight prior's means and standard deviations as ``'prior:<name>'``;
 * the optimizer state (Adam and SGD; others start afresh);
 * metadata: epoch, history, prior, likelihood, settings, seed, and the state of the
   pure-MXNet path's NumPy noise generator (so Monte Carlo predictions after loading continue
@@ -38,9 +38,14 @@ def checkpoint_arrays(trainer):
     for name, param in trainer.net.collect_params().items():
         if id(param) not in covered:
             arrays["net:" + name] = param.data()
-    for name, param in trainer.loss.prior.parameters().items():
+    for name, param in _prior_arrays(trainer.loss.prior).items():
         arrays["prior:" + name] = param.data()
     return arrays
+
+
+def _prior_arrays(prior):
+    """name -> Parameter: a learnable prior's parameters and a per-weight prior's arrays."""
+    return {**prior.parameters(), **prior.constants()}
 
 
 def save_trainer(trainer, path, extra=None):
@@ -112,9 +117,10 @@ def load_trainer(trainer, path, optimizer=True):
     posterior = trainer.posterior
     for param in trainer.variational_params:
         param.set_data(values[param.name[len(posterior.prefix):]])
-    for name, param in trainer.loss.prior.parameters().items():
+    for name, param in _prior_arrays(trainer.loss.prior).items():
         param.set_data(values["prior:" + name])  # a learnable prior continues as trained
-    if not trainer.loss.prior.learnable and prior != trainer.loss.prior:
+    replaceable = not (trainer.loss.prior.learnable or trainer.loss.prior.per_weight)
+    if replaceable and prior != trainer.loss.prior:
         logger.warning("replacing the loss's prior %r by the checkpoint's %r", trainer.loss.prior,
                        prior)
         trainer.loss.prior = prior
@@ -131,8 +137,9 @@ def load_trainer(trainer, path, optimizer=True):
 
 def _check_prior_kind(prior, path):
     """A CheckpointError unless the file's prior is of ``prior``'s kind where either is
-    learnable: a learnable prior's parameters are the loss's, so the loss must be built for
-    them (``BBBLoss(prior_from_config(metadata['prior']))``)."""
+    learnable or per-weight: such a prior's parameters (arrays) are the loss's, so the loss
+    must be built for them (``BBBLoss(prior_from_config(metadata['prior']))``); the arrays'
+    shapes are checked with the others'."""
     metadata = read_metadata(path)
     try:
         stored = prior_from_config(checked_field(metadata, "prior", dict, path))
@@ -143,6 +150,11 @@ def _check_prior_kind(prior, path):
         raise CheckpointError(
             f"{path}: its prior is {stored!r}, the loss's {prior!r}; a learnable prior must be "
             "the same kind in both: build the loss with the file's prior, "
+            "prior_from_config(metadata['prior'])")
+    if (prior.per_weight or stored.per_weight) and type(stored) is not type(prior):
+        raise CheckpointError(
+            f"{path}: its prior is {stored!r}, the loss's {prior!r}; a per-weight prior must "
+            "be the same kind in both: build the loss with the file's prior, "
             "prior_from_config(metadata['prior'])")
 
 

@@ -1,20 +1,14 @@
-"""Priors over the network weights: the paper's Gaussian and scale-mixture priors (section 3.3).
-
-Both are F-agnostic: ``log_prob(w)`` accepts an NDArray or, inside ``hybrid_forward``, a Symbol.
-Both can be fixed, as in the paper, or learned with the posterior (``learnable=True``,
-empirical Bayes).
-"""
+"""The paper's priors (section 3.3), one for all weights: the Gaussian and the scale mixture of
+Eq. (7), each fixed or learned (empirical Bayes)."""
 from __future__ import annotations
 
 import math
 import numbers
 
-import mxnet as mx
-from mxnet import gluon
+from .._math import LOG_SQRT_2PI, get_F, softplus, sum_of_squares, total
+from .base import Prior
 
-from ._math import LOG_SQRT_2PI, get_F, softplus, sum_of_squares, total
-
-__all__ = ["Prior", "GaussianPrior", "ScaleMixturePrior", "prior_from_config"]
+__all__ = ["GaussianPrior", "ScaleMixturePrior"]
 
 
 def _check_positive_finite(name, value):
@@ -25,116 +19,6 @@ def _check_positive_finite(name, value):
     if not (value > 0.0 and math.isfinite(value)):
         raise ValueError(f"{name} must be a positive finite number, got {value!r}")
     return value
-
-
-class Prior:
-    """Base class: an elementwise, factorised prior P(w) = prod_j P(w_j).
-
-    A prior is fixed (its values are Python floats, constants of the cost) or, with
-    ``learnable=True``, learned by empirical Bayes: its values are then functions of
-    unconstrained (1,)-shaped ``gluon.Parameter`` s (:meth:`parameters`; log sigma, and the
-    logit of pi), which :class:`~gluon_bbb.BBBLoss` registers as its own so that
-    :class:`~gluon_bbb.BBBTrainer` trains them with mu and rho on the same cost, Eq. (8).
-    Every method takes those parameters as ``raw`` (a dict name -> (1,) NDArray or Symbol,
-    as ``hybrid_forward`` receives them); without ``raw`` a learnable prior reads their
-    current values.
-    """
-
-    #: Whether the prior's values are trained (see the class docstring).
-    learnable = False
-
-    def _make_learnable(self, initial):
-        """Make this prior learnable, with parameters name -> initial unconstrained value."""
-        self.learnable = True
-        self._initial = dict(initial)
-        self._parameters = {
-            name: gluon.Parameter(f"prior_{name}", shape=(1,), init=mx.init.Constant(value),
-                                  dtype="float32")
-            for name, value in initial.items()}
-
-    def parameters(self):
-        """name -> ``gluon.Parameter`` of shape (1,): the trained unconstrained values of a
-        learnable prior; empty for a fixed one."""
-        return dict(getattr(self, "_parameters", {}))
-
-    def initialize(self, ctx, dtype="float32"):
-        """Create a learnable prior's parameters on ``ctx`` in ``dtype`` (done once; later
-        calls move them to ``ctx``). Nothing to do for a fixed prior."""
-        for param in self.parameters().values():
-            try:
-                contexts = param.list_ctx()
-            except RuntimeError:  # not initialised yet
-                param.dtype = dtype
-                param.initialize(ctx=ctx)
-                continue
-            if ctx not in contexts:
-                param.reset_ctx(ctx)
-            if param.dtype != dtype:
-                param.cast(dtype)
-
-    def _raw(self, F, like, raw):
-        """The raw parameters to compute with: None for a fixed prior, else ``raw`` or the
-        parameters' current arrays on ``like``'s context."""
-        if not self.learnable:
-            return None
-        if raw:
-            return raw
-        if F is not mx.nd:
-            raise ValueError("a learnable prior inside a graph needs its parameters as ``raw``")
-        return {name: param.data(like.context) for name, param in self._parameters.items()}
-
-    def _current_raw(self):
-        """name -> float: a learnable prior's current unconstrained values (a host sync)."""
-        values = dict(self._initial)  # until the parameters are initialised
-        for name, param in self._parameters.items():
-            try:
-                values[name] = float(param.data(param.list_ctx()[0]).asnumpy()[0])
-            except RuntimeError:
-                pass
-        return values
-
-    def log_prob(self, w, F=None, raw=None):
-        """Elementwise log P(w); same shape as ``w``."""
-        raise NotImplementedError
-
-    def sum_log_prob(self, w, F=None, raw=None):
-        """log P(w) summed over all elements of ``w``, shape (1,).
-
-        Equal to ``sum(log_prob(w))``; subclasses compute it with fewer passes over w.
-        """
-        F = F or get_F(w)
-        return total(F, self.log_prob(w, F, raw))
-
-    def values(self):
-        """name -> float: the prior's current values (a learned prior's as trained so far)."""
-        raise NotImplementedError
-
-    def config(self):
-        """A JSON-serialisable dict from which :func:`prior_from_config` rebuilds the prior
-        (a learnable prior with its current values as the starting point)."""
-        config = {"name": self.name, **self.values()}
-        if self.learnable:
-            config["learnable"] = True
-        return config
-
-    #: Whether :meth:`sum_kl` has a closed form for this prior.
-    has_closed_form_kl = False
-
-    def sum_kl(self, mu, sigma, F=None, raw=None):
-        """KL(q || P) summed over all weights, for q = N(mu, sigma^2) elementwise, shape (1,).
-
-        Only priors with ``has_closed_form_kl`` implement it; the paper's Monte Carlo
-        estimate (Eq. 8's log q(w | theta) - log P(w)) works for every prior.
-        """
-        raise ValueError(f"{type(self).__name__} has no closed-form KL divergence from a "
-                         "Gaussian posterior; use the Monte Carlo estimate (kl='monte_carlo')")
-
-    def __eq__(self, other):
-        return type(self) is type(other) and self.config() == other.config()
-
-    def __repr__(self):
-        args = ", ".join(f"{k}={v!r}" for k, v in self.config().items() if k != "name")
-        return f"{type(self).__name__}({args})"
 
 
 class GaussianPrior(Prior):
@@ -175,7 +59,7 @@ class GaussianPrior(Prior):
         log_sigma = raw["log_sigma"]
         return -0.5 * F.exp(-2.0 * log_sigma), -(log_sigma + LOG_SQRT_2PI)
 
-    def log_prob(self, w, F=None, raw=None):
+    def log_prob(self, w, F=None, raw=None, index=None):
         """log N(w; 0, sigma^2) elementwise.
 
         Parameters
@@ -185,6 +69,8 @@ class GaussianPrior(Prior):
             ``mx.nd`` or ``mx.sym``; inferred from ``w`` when omitted.
         raw : dict, optional
             A learnable prior's parameters (see :class:`Prior`).
+        index : int, optional
+            Ignored: the prior is the same for every weight tensor.
 
         Returns
         -------
@@ -193,7 +79,7 @@ class GaussianPrior(Prior):
         F = F or get_F(w)
         return _affine(F, F.square(w), *self._terms(F, self._raw(F, w, raw)))
 
-    def sum_log_prob(self, w, F=None, raw=None):
+    def sum_log_prob(self, w, F=None, raw=None, index=None):
         """sum_j log N(w_j; 0, sigma^2) = -sum(w^2) / (2 sigma^2) - n (log sigma + log(2 pi) / 2).
 
         sum(w^2) is one BLAS dot product; shape (1,).
@@ -203,7 +89,7 @@ class GaussianPrior(Prior):
 
     has_closed_form_kl = True
 
-    def sum_kl(self, mu, sigma, F=None, raw=None):
+    def sum_kl(self, mu, sigma, F=None, raw=None, index=None):
         """KL(N(mu, sigma^2) || N(0, s^2)) summed over all weights, s the prior's sigma:
 
         sum_j [log(s / sigma_j) + (sigma_j^2 + mu_j^2) / (2 s^2) - 1/2],
@@ -218,6 +104,8 @@ class GaussianPrior(Prior):
         F : module, optional
         raw : dict, optional
             A learnable prior's parameters (see :class:`Prior`).
+        index : int, optional
+            Ignored: the prior is the same for every weight tensor.
 
         Returns
         -------
@@ -298,7 +186,7 @@ class ScaleMixturePrior(Prior):
                      for log_sigma, log_weight in zip((raw["log_sigma1"], raw["log_sigma2"]),
                                                       log_weights))
 
-    def log_prob(self, w, F=None, raw=None):
+    def log_prob(self, w, F=None, raw=None, index=None):
         """log(pi N(w; 0, sigma1^2) + (1 - pi) N(w; 0, sigma2^2)) elementwise, Eq. (7).
 
         Computed as a log-sum-exp, a + softplus(b - a), where a is the log of the wide
@@ -311,6 +199,8 @@ class ScaleMixturePrior(Prior):
         F : module, optional
         raw : dict, optional
             A learnable prior's parameters (see :class:`Prior`).
+        index : int, optional
+            Ignored: the prior is the same for every weight tensor.
 
         Returns
         -------
@@ -325,7 +215,7 @@ class ScaleMixturePrior(Prior):
         # kernel) is what matters here, not its relative error.
         return wide + F.Activation(narrow - wide, act_type="softrelu")
 
-    def sum_log_prob(self, w, F=None, raw=None):
+    def sum_log_prob(self, w, F=None, raw=None, index=None):
         """log P(w) of Eq. (7) summed over all elements, shape (1,).
 
         With a = log pi N(w; 0, sigma1^2) = alpha1 w^2 + c1 (and b likewise for sigma2),
@@ -355,25 +245,3 @@ def _quadratic_total(F, w, alpha, c):
     flat = F.reshape(w, shape=(-1,))
     ones = F.ones_like(flat)
     return sum_of_squares(F, flat) * alpha + F.dot(ones, ones) * c
-
-
-def prior_from_config(config: dict) -> Prior:
-    """Rebuild a prior from :meth:`Prior.config` output.
-
-    Parameters
-    ----------
-    config : dict
-        ``{"name": "gaussian", "sigma": ...}`` or
-        ``{"name": "scale-mixture", "pi": ..., "sigma1": ..., "sigma2": ...}``, each with
-        an optional ``"learnable": true``. ``"scale_mixture"``, the spelling of files written
-        before the names were unified, is read as ``"scale-mixture"``.
-    """
-    config = dict(config)
-    name = config.pop("name", None)
-    if not isinstance(config.get("learnable", False), bool):
-        raise ValueError(f"learnable must be true or false, got {config['learnable']!r}")
-    if name == "gaussian":
-        return GaussianPrior(**config)
-    if name in (ScaleMixturePrior.name, "scale_mixture"):
-        return ScaleMixturePrior(**config)
-    raise ValueError(f"unknown prior {name!r}; expected 'gaussian' or 'scale-mixture'")

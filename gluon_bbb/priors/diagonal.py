@@ -1,0 +1,228 @@
+"""A per-weight diagonal Gaussian prior, made from a trained posterior: Bayesian updating,
+where yesterday's posterior is today's prior."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import mxnet as mx
+from mxnet import gluon
+
+from .._math import LOG_SQRT_2PI, get_F, sum_of_squares, total
+from .base import Prior
+
+__all__ = ["DiagonalGaussianPrior"]
+
+
+class DiagonalGaussianPrior(Prior):
+    """P(w) = prod_j N(w_j; m_j, s_j^2): its own mean m_j and standard deviation s_j for each
+    weight, the prior of Bayesian updating.
+
+    Eq. (2)'s variational free energy KL(q || P) - E_q[log P(D | w)] is minimised by the q
+    closest to the posterior p(w | D) ∝ P(D | w) P(w). For data that come in parts, D_A and
+    then D_B, Bayes' rule applies twice: p(w | D_A, D_B) ∝ P(D_B | w) p(w | D_A). With the
+    posterior q_A trained on D_A standing in for p(w | D_A), the second step is Eq. (2) on D_B
+    alone with P(w) = q_A(w) (Nguyen et al. 2018, "Variational Continual Learning"), which
+    :meth:`from_posterior` makes.
+
+    The means and standard deviations are copies, held by fixed ``gluon.Parameter`` s (grad_req
+    'null', :meth:`constants`) that :class:`~gluon_bbb.BBBLoss` hands to ``hybrid_forward``:
+    inputs of the cost, not constants of its graph, so a checkpoint can restore them and
+    training never changes them. They are stored in a checkpoint's arrays (as
+    ``'prior:mean<i>'`` and ``'prior:std<i>'``); :meth:`config` holds only their shapes.
+    The fused operator supports only priors shared by all weights: a
+    :class:`~gluon_bbb.BBBTrainer` with this prior takes the pure-MXNet path and says so in
+    ``fused_reason`` (``fused=True`` is a RuntimeError).
+
+    Parameters
+    ----------
+    means : sequence of array-like
+        One array per weight tensor, in the order of the posterior's tensors
+        (:attr:`~gluon_bbb.VariationalPosterior.names`).
+    stds : sequence of array-like
+        The standard deviations, the shapes of ``means``, positive and finite.
+    """
+
+    name = "diagonal-gaussian"
+    per_weight = True
+    has_closed_form_kl = True
+
+    def __init__(self, means: Sequence, stds: Sequence) -> None:
+        means, stds = list(means), list(stds)
+        if not means or len(means) != len(stds):
+            raise ValueError(f"need one array of standard deviations per array of means, got "
+                             f"{len(means)} means and {len(stds)} stds")
+        self._initial, self._constants = {}, {}
+        for i, (mean, std) in enumerate(zip(means, stds)):
+            mean = np.array(mean.asnumpy() if hasattr(mean, "asnumpy") else mean, dtype=None)
+            std = np.array(std.asnumpy() if hasattr(std, "asnumpy") else std, dtype=None)
+            dtype = mean.dtype if mean.dtype in (np.float32, np.float64) else np.dtype("float32")
+            if mean.shape != std.shape or mean.ndim == 0:
+                raise ValueError(f"tensor {i}: means of shape {mean.shape} and standard "
+                                 f"deviations of shape {std.shape}; need one of each per weight")
+            if not np.all(np.isfinite(mean)):
+                raise ValueError(f"tensor {i}: the means must be finite")
+            if not np.all((std > 0) & np.isfinite(std)):
+                raise ValueError(f"tensor {i}: the standard deviations must be positive and finite")
+            for kind, values in (("mean", mean), ("std", std)):
+                name = f"{kind}{i}"
+                self._initial[name] = values.astype(dtype)
+                self._constants[name] = gluon.Parameter(
+                    f"prior_{name}", shape=values.shape, dtype=dtype, grad_req="null",
+                    init=_Values(self._initial[name]))
+        self.shapes = [tuple(self._initial[f"mean{i}"].shape) for i in range(len(means))]
+        self.sizes = [int(np.prod(shape)) for shape in self.shapes]
+
+    @classmethod
+    def from_posterior(cls, posterior) -> "DiagonalGaussianPrior":
+        """The prior N(w; mu, sigma^2) of a trained posterior q(w | theta): a snapshot of its mu
+        and sigma = softplus(rho) (copies; training the posterior further changes neither).
+
+        Parameters
+        ----------
+        posterior : VariationalPosterior
+            E.g. ``trainer.posterior`` after :meth:`~gluon_bbb.BBBTrainer.fit`.
+
+        Returns
+        -------
+        DiagonalGaussianPrior, over tensors of the posterior's shapes, in its order
+        """
+        if posterior is None or not hasattr(posterior, "mus"):
+            raise TypeError("from_posterior needs a VariationalPosterior (trainer.posterior, "
+                            f"once the trainer has seen data), got {posterior!r}")
+        return cls([mu.asnumpy() for mu in posterior.means()],
+                   [sigma.asnumpy() for sigma in posterior.sigmas()])
+
+    def constants(self):
+        return dict(self._constants)
+
+    def _current(self, name):
+        """A numpy copy of one of the arrays (as loaded or made)."""
+        param = self._constants[name]
+        try:
+            return param.data(param.list_ctx()[0]).asnumpy()
+        except RuntimeError:  # not initialised yet
+            return self._initial[name].copy()
+
+    def means(self):
+        """The means m, one numpy array per weight tensor (copies)."""
+        return [self._current(f"mean{i}") for i in range(len(self.shapes))]
+
+    def stds(self):
+        """The standard deviations s, one numpy array per weight tensor (copies)."""
+        return [self._current(f"std{i}") for i in range(len(self.shapes))]
+
+    def values(self):
+        raise TypeError("a DiagonalGaussianPrior's values are arrays: see means() and stds()")
+
+    def config(self):
+        """``{'name': 'diagonal-gaussian', 'shapes': [...]}``: the arrays themselves are a
+        checkpoint's arrays, not JSON."""
+        return {"name": self.name, "shapes": [list(shape) for shape in self.shapes]}
+
+    def check_shapes(self, names, shapes):
+        shapes = [tuple(shape) for shape in shapes]
+        if len(shapes) != len(self.shapes):
+            raise ValueError(f"the prior covers {len(self.shapes)} weight tensors, the network "
+                             f"has {len(shapes)}: it was made from another network's posterior")
+        for i, (name, shape, own) in enumerate(zip(names, shapes, self.shapes)):
+            if shape != own:
+                raise ValueError(f"weight tensor {i} ({name}) has shape {shape}, the prior's "
+                                 f"tensor {i} has {own}: it was made from another network's "
+                                 "posterior")
+
+    def _arrays(self, F, like, raw, index):
+        """(m, s) of weight tensor ``index``: from ``raw`` inside a graph, else the arrays on
+        ``like``'s context in its dtype."""
+        if index is None or not 0 <= int(index) < len(self.shapes):
+            raise ValueError(f"a per-weight prior needs the weight tensor's index in "
+                             f"[0, {len(self.shapes)}), got {index!r}")
+        index = int(index)
+        if raw:
+            return raw[f"mean{index}"], raw[f"std{index}"]
+        if F is not mx.nd:
+            raise ValueError("a per-weight prior inside a graph needs its arrays as ``raw``")
+        if tuple(like.shape) != self.shapes[index]:
+            raise ValueError(f"weight tensor {index} has shape {tuple(like.shape)}, the prior's "
+                             f"has {self.shapes[index]}")
+        self.initialize(like.context, np.dtype(like.dtype).name)
+        return (self._constants[f"mean{index}"].data(like.context),
+                self._constants[f"std{index}"].data(like.context))
+
+    def log_prob(self, w, F=None, raw=None, index=None):
+        """log N(w_j; m_j, s_j^2) elementwise, for weight tensor ``index``.
+
+        Parameters
+        ----------
+        w : NDArray or Symbol, the shape of the prior's tensor ``index``
+        F : module, optional
+        raw : dict, optional
+            The prior's arrays by name (:meth:`constants`), as ``hybrid_forward`` receives them.
+        index : int
+            Which weight tensor ``w`` is, its position in the posterior.
+
+        Returns
+        -------
+        NDArray or Symbol, same shape as ``w``
+        """
+        F = F or get_F(w)
+        mean, std = self._arrays(F, w, raw, index)
+        return -0.5 * F.square((w - mean) / std) - F.log(std) - LOG_SQRT_2PI
+
+    def sum_log_prob(self, w, F=None, raw=None, index=None):
+        """sum_j log N(w_j; m_j, s_j^2) = -sum_j (w_j - m_j)^2 / (2 s_j^2) - sum_j log s_j -
+        n log(2 pi) / 2, shape (1,): the log P(w) of Eq. (8)'s Monte Carlo complexity."""
+        F = F or get_F(w)
+        mean, std = self._arrays(F, w, raw, index)
+        return (-0.5 * sum_of_squares(F, (w - mean) / std) - total(F, F.log(std))
+                - self.sizes[int(index)] * LOG_SQRT_2PI)
+
+    def sum_kl(self, mu, sigma, F=None, raw=None, index=None):
+        """KL(N(mu, sigma^2) || N(m, s^2)) summed over the weights of tensor ``index``:
+
+        sum_j [log(s_j / sigma_j) + (sigma_j^2 + (mu_j - m_j)^2) / (2 s_j^2) - 1/2],
+
+        the expectation under q of Eq. (8)'s log q(w | theta) - log P(w). Each term is
+        summed as -log r_j + (r_j^2 - 1 + g_j^2) / 2 with r = sigma / s and g = (mu - m) / s,
+        a non-negative number, so that a q close to the prior loses no precision.
+
+        Parameters
+        ----------
+        mu, sigma : NDArray or Symbol, the shape of the prior's tensor ``index``, sigma > 0
+        F : module, optional
+        raw : dict, optional
+            The prior's arrays by name (:meth:`constants`).
+        index : int
+
+        Returns
+        -------
+        NDArray or Symbol, (1,)
+        """
+        F = F or get_F(mu)
+        mean, std = self._arrays(F, mu, raw, index)
+        ratio = sigma / std
+        gap = (mu - mean) / std
+        return total(F, 0.5 * (F.square(ratio) - 1.0 + F.square(gap)) - F.log(ratio))
+
+    def __eq__(self, other):
+        return (type(self) is type(other) and self.shapes == other.shapes
+                and all(np.array_equal(a, b) for a, b in zip(self.means() + self.stds(),
+                                                             other.means() + other.stds())))
+
+    def __repr__(self):
+        return (f"DiagonalGaussianPrior({sum(self.sizes)} weights in {len(self.shapes)} "
+                "tensors)")
+
+
+class _Values(mx.init.Initializer):
+    """Initialises an array with given values (a per-weight prior's)."""
+
+    def __init__(self, values):
+        super().__init__()
+        self.values = values
+
+    def _init_weight(self, _, arr):
+        arr[:] = self.values.astype(arr.dtype)
+
+    _init_bias = _init_weight
+    _init_default = _init_weight
