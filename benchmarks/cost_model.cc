@@ -185,7 +185,7 @@ void prior_passes(const char* tag, const std::vector<Chunk>& chunks, int64_t n, 
   fwd_out.emplace_back(key_out, std::vector<int64_t>{4}, kFloat32, 101, MXContext::CPU());
   OpResource res(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
   name = std::string("forward pass ") + tag;
-  report(name.c_str(), median_ms([&] { forward_typed<float, Mixture>(a, &fwd_in, &fwd_out, res); },
+  report(name.c_str(), median_ms([&] { forward_typed<float, Mixture, false>(a, &fwd_in, &fwd_out, res); },
                                  repeats), n);
   // backward inputs: gradients of the outputs (g_w.., g_complexity, g_key), the forward's
   // inputs, then its outputs.
@@ -197,8 +197,28 @@ void prior_passes(const char* tag, const std::vector<Chunk>& chunks, int64_t n, 
   std::vector<MXTensor> bwd_out = gmu.tensors();
   for (auto& t : grho.tensors()) bwd_out.push_back(t);
   name = std::string("backward pass ") + tag;
-  report(name.c_str(), median_ms([&] { backward_typed<float, Mixture>(a, &bwd_in, &bwd_out); },
+  report(name.c_str(), median_ms([&] { backward_typed<float, Mixture, false>(a, &bwd_in, &bwd_out); },
                                  repeats), n);
+  // The same with the forward's eps kept for the backward pass (keep_eps=1).
+  a.keep_eps = true;
+  a.key.k1 = 679u;  // a key of its own: the passes above must not find their eps kept
+  name = std::string("forward pass, eps kept ") + tag;
+  report(name.c_str(),
+         median_ms([&] { forward_typed<float, Mixture, false>(a, &fwd_in, &fwd_out, res); }, repeats),
+         n);
+  name = std::string("backward pass, eps kept ") + tag;
+  report(name.c_str(),
+         median_ms([&] { backward_typed<float, Mixture, false>(a, &bwd_in, &bwd_out); }, repeats), n);
+  a.keep_eps = false;
+  a.key.k1 = 678u;
+  if constexpr (!Mixture) {  // the closed-form KL to the Gaussian prior (kl=closed_form)
+    a.closed_form = true;
+    report("forward pass (closed-form KL)",
+           median_ms([&] { forward_typed<float, false, true>(a, &fwd_in, &fwd_out, res); }, repeats),
+           n);
+    report("backward pass (closed-form KL)",
+           median_ms([&] { backward_typed<float, false, true>(a, &bwd_in, &bwd_out); }, repeats), n);
+  }
   (void)k;
 }
 

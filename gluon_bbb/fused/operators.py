@@ -28,7 +28,8 @@ def prior_attributes(prior):
 
 def variational_sample(mus: Sequence[nd.NDArray], rhos: Sequence[nd.NDArray], prior: Prior,
                        epsilons: Optional[Sequence[nd.NDArray]] = None, key: Optional[int] = None,
-                       return_eps: bool = True) -> tuple:
+                       return_eps: bool = True, kl: str = "monte_carlo",
+                       keep_eps: bool = False) -> tuple:
     """w = mu + softplus(rho) * eps and the complexity of Eq. (8), in one fused operator.
 
     **Noise.** eps is counter-based: value j of tensor k is a fixed function of (key, k, j)
@@ -46,19 +47,34 @@ def variational_sample(mus: Sequence[nd.NDArray], rhos: Sequence[nd.NDArray], pr
         Draw eps under this key instead of one from MXNet's generator (which is then left
         untouched): the same key gives the same eps.
     return_eps : bool
-        Return eps (default). False leaves it out of the operator's outputs: the backward
-        pass then draws it again from its key, which is cheaper than storing it (the training
-        step's choice).
+        Return eps (default). False leaves it out of the operator's outputs, which spares
+        MXNet the zero gradients it would make for them (the training step's choice): the
+        backward pass then reads eps from where the forward kept it (``keep_eps``) or draws
+        it again from its key.
+    kl : {'monte_carlo', 'closed_form'}
+        The complexity: the paper's Monte Carlo estimate log q(w | theta) - log P(w) at the
+        sample, or (a GaussianPrior only) its expectation KL(q || P) in closed form, the
+        estimator of ``BBBLoss(kl='closed_form')``.
+    keep_eps : bool
+        With ``return_eps=False``: keep the drawn eps inside the operator's library for the
+        backward pass (4 bytes a weight written and read back), which costs less than drawing
+        it again. It changes no value, only the cost; the training step sets it while autograd
+        records. The library keeps the last few draws only.
 
     Returns
     -------
     weights : list of K NDArrays, the sample w
-    complexity : NDArray, (1,), sum over all weights of log q(w | theta) - log P(w)
+    complexity : NDArray, (1,), sum over all weights of log q(w | theta) - log P(w), or
+        KL(q || P) with ``kl='closed_form'``
     epsilons : list of K NDArrays, the noise used; None with ``return_eps=False``
     """
     load_fused_op()
     if len(mus) != len(rhos) or not mus:
         raise ValueError(f"need one rho per mu, got {len(mus)} mu and {len(rhos)} rho")
+    if kl not in ("monte_carlo", "closed_form"):
+        raise ValueError(f"unknown kl {kl!r}; expected 'monte_carlo' or 'closed_form'")
+    if kl == "closed_form" and not isinstance(prior, GaussianPrior):
+        raise ValueError(f"kl='closed_form' needs a GaussianPrior, got {type(prior).__name__}")
     inputs = list(mus) + list(rhos)
     if epsilons is not None:
         if len(epsilons) != len(mus):
@@ -66,8 +82,9 @@ def variational_sample(mus: Sequence[nd.NDArray], rhos: Sequence[nd.NDArray], pr
         inputs += list(epsilons)
     outputs = getattr(nd, OP_NAME)(*inputs, num_tensors=len(mus),
                                    eps_given=int(epsilons is not None),
-                                   return_eps=int(bool(return_eps)), **prior_attributes(prior),
-                                   **_key_attribute(key))
+                                   return_eps=int(bool(return_eps)), kl=kl,
+                                   keep_eps=int(bool(keep_eps) and not return_eps),
+                                   **prior_attributes(prior), **_key_attribute(key))
     k = len(mus)  # outputs: w_1..w_K, the complexity, the key of the noise [, eps_1..eps_K]
     return list(outputs[:k]), outputs[k], (list(outputs[k + 2:]) if return_eps else None)
 

@@ -6,6 +6,8 @@
 // Operator `gluon_bbb_variational`, over K weight tensors at once:
 //
 //   inputs   mu_1..mu_K, rho_1..rho_K [, eps_1..eps_K when eps_given=1]
+//   attributes  num_tensors, prior (gaussian: sigma; mixture: pi, sigma1, sigma2), and optional
+//               kl (monte_carlo, closed_form), eps_given, return_eps, keep_eps, key
 //   outputs  w_1..w_K, complexity (shape (1,)), key (shape (4,)) [, eps_1..eps_K when return_eps=1]
 //
 //   eps ~ N(0, 1)                     drawn here, counter-based, keyed from MXNet's seed
@@ -14,10 +16,14 @@
 //   complexity = sum_j [log q(w_j | theta) - log P(w_j)]      (the bracket of Eq. 8)
 //   log q = -log sigma - eps^2 / 2 - log(2 pi) / 2            (reparameterised form)
 //   log P: Gaussian N(0, s^2), or the scale mixture of Eq. (7)
+//   with kl=closed_form (Gaussian prior only), the complexity is instead its expectation under
+//   q, KL(q || P) = sum_j [log(s / sigma_j) + (sigma_j^2 + mu_j^2) / (2 s^2) - 1/2]
 //   key: the 64-bit key of the noise in four 16-bit pieces, exact in float32
 //
-// eps is not an output unless asked for: the backward pass draws it again from the key, which
-// costs less than writing it, reading it back and the zero gradients MXNet would make for it.
+// eps is not an output unless asked for (the closed form needs it no more than the Monte Carlo
+// estimate does), which spares MXNet's zero gradients for it: with keep_eps=1 the forward keeps
+// it in a store of its own for the backward pass (see "the forward's noise, kept"); otherwise,
+// or when the store no longer holds it, the backward pass draws it again from the key.
 // The backward pass gives d/dmu and d/drho of (the net's loss through w) + g * complexity.
 //
 // Determinism: eps_j of tensor t is Philox4x32-10 of the counter (j / 4, t) under a 64-bit key
@@ -331,6 +337,91 @@ inline void fill_normal(Key key, uint32_t tensor, int64_t begin, double* eps, in
   if (n % 2) eps[n - 1] = u1[pairs - 1];
 }
 
+// ------------------------------------------------------------------ the forward's noise, kept
+// The backward pass needs the forward's eps. Drawing it again from the key runs the generator
+// and Box-Muller a second time; keeping it costs 4 bytes a weight written and read back. With
+// keep_eps=1 (the training step, while autograd records), the forward writes its eps into a
+// buffer of this store, filed under the key and the tensors' sizes; the backward reads it when
+// it finds it and otherwise draws eps again. eps is a pure function of (key, tensor, position),
+// so any complete buffer under a key holds exactly the values a fresh draw would give: the
+// store changes what a step costs, never a value. It holds kSlots buffers, reused least recently
+// used first, so a long run's memory does not grow; a buffer a backward pass is reading (a
+// shared_ptr held elsewhere) is never written, only replaced.
+class NoiseStore {
+ public:
+  static constexpr int kSlots = 4;         // two samples a step and their backward passes
+  static constexpr size_t kMaxBytes = size_t(1) << 30;  // larger draws are drawn twice instead
+
+  using Buffer = std::vector<unsigned char>;
+
+  static NoiseStore& get() {
+    static NoiseStore store;
+    return store;
+  }
+
+  // A buffer of `bytes` to write the noise of (key, sizes) into, and the slot to mark complete
+  // once it is written; nullptr (and -1) when the draw is too large to keep.
+  std::shared_ptr<Buffer> to_write(Key key, const std::vector<int64_t>& sizes, size_t bytes,
+                                   int* slot) {
+    *slot = -1;
+    if (bytes > kMaxBytes) return nullptr;
+    std::lock_guard<std::mutex> hold(mutex_);
+    int pick = 0;
+    for (int i = 1; i < kSlots; ++i)
+      if (slots_[i].last_use < slots_[pick].last_use) pick = i;
+    Slot& chosen = slots_[pick];
+    if (!chosen.buffer || chosen.buffer.use_count() > 1) chosen.buffer = std::make_shared<Buffer>();
+    if (chosen.buffer->size() < bytes) chosen.buffer->resize(bytes);
+    chosen.key = key;
+    chosen.sizes = sizes;
+    chosen.bytes = bytes;
+    chosen.complete = false;
+    chosen.last_use = ++clock_;
+    *slot = pick;
+    return chosen.buffer;
+  }
+
+  // Marks the slot's buffer complete, unless another draw has taken the slot meanwhile.
+  void mark_complete(int slot, const Buffer* buffer) {
+    if (slot < 0) return;
+    std::lock_guard<std::mutex> hold(mutex_);
+    if (slots_[slot].buffer.get() == buffer) slots_[slot].complete = true;
+  }
+
+  // The complete buffer of (key, sizes, bytes), or nullptr.
+  std::shared_ptr<Buffer> find(Key key, const std::vector<int64_t>& sizes, size_t bytes) {
+    std::lock_guard<std::mutex> hold(mutex_);
+    for (Slot& slot : slots_) {
+      if (slot.complete && slot.key.k0 == key.k0 && slot.key.k1 == key.k1 &&
+          slot.bytes == bytes && slot.sizes == sizes) {
+        slot.last_use = ++clock_;
+        return slot.buffer;
+      }
+    }
+    return nullptr;
+  }
+
+ private:
+  struct Slot {
+    Key key;
+    std::vector<int64_t> sizes;
+    size_t bytes = 0;
+    bool complete = false;
+    uint64_t last_use = 0;
+    std::shared_ptr<Buffer> buffer;
+  };
+  std::mutex mutex_;
+  Slot slots_[kSlots];
+  uint64_t clock_ = 0;
+};
+
+// Where each tensor's values start in a buffer holding all K tensors one after the other.
+std::vector<int64_t> offsets_of(const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> offsets(sizes.size(), 0);
+  for (size_t t = 1; t < sizes.size(); ++t) offsets[t] = offsets[t - 1] + sizes[t - 1];
+  return offsets;
+}
+
 // ------------------------------------------------------------------ chunks
 struct Chunk {
   int tensor;
@@ -371,6 +462,39 @@ double forward_chunk(const PriorT<T, Mixture>& prior, const T* mu, const T* rho,
   return static_cast<double>(log_q) - static_cast<double>(log_p);
 }
 
+// sum_j [-log sigma_j + k1 (sigma_j^2 + mu_j^2)] over one chunk, also writing w: the closed-form
+// KL to the Gaussian prior (k1 = 1/(2 s^2)) without its constant, n (log s - 1/2).
+template <typename T>
+double kl_forward_chunk(const PriorT<T, false>& prior, const T* mu, const T* rho, const T* eps,
+                        T* w, int64_t n) {
+  T acc = T(0);
+#pragma omp simd reduction(+ : acc)
+  for (int64_t i = 0; i < n; ++i) {
+    const T sigma = softplus(rho[i]);
+    w[i] = mu[i] + sigma * eps[i];
+    acc += prior.k1 * (sigma * sigma + mu[i] * mu[i]) - log_(sigma);
+  }
+  return static_cast<double>(acc);
+}
+
+// The closed form's backward: d KL / d mu = 2 k1 mu, d KL / d sigma = 2 k1 sigma - 1 / sigma.
+template <typename T>
+void kl_backward_chunk(const PriorT<T, false>& prior, T g_complexity, const T* g_w, const T* mu,
+                       const T* rho, const T* eps, T* g_mu, T* g_rho, int64_t n) {
+  const T two_k1 = T(2) * prior.k1;
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const T r = rho[i];
+    const T e = exp_(r < T(0) ? r : -r);
+    const T sigma = (r > T(0) ? r : T(0)) + log1p_(e);
+    const T inv = T(1) / (T(1) + e);
+    const T dsigma_drho = r < T(0) ? e * inv : inv;  // sigmoid(rho)
+    const T gw = g_w ? g_w[i] : T(0);
+    g_mu[i] = gw + g_complexity * two_k1 * mu[i];
+    g_rho[i] = dsigma_drho * (gw * eps[i] + g_complexity * (two_k1 * sigma - T(1) / sigma));
+  }
+}
+
 template <typename T, bool Mixture>
 void backward_chunk(const PriorT<T, Mixture>& prior, T g_complexity, const T* g_w, const T* rho,
                     const T* eps, const T* w, T* g_mu, T* g_rho, int64_t n) {
@@ -396,6 +520,8 @@ struct Attrs {
   bool eps_given = false;
   bool return_eps = true;
   bool key_given = false;
+  bool closed_form = false;  // kl=closed_form: the complexity is KL(q || P) (Gaussian prior)
+  bool keep_eps = false;     // keep the drawn eps for the backward pass (see NoiseStore)
   Key key;
   Prior prior;
 };
@@ -459,6 +585,8 @@ MXReturnValue parse(const std::unordered_map<std::string, std::string>& attrs, A
   if (get_double(attrs, "eps_given", &eps_given)) out->eps_given = eps_given != 0;
   double return_eps = 1;
   if (get_double(attrs, "return_eps", &return_eps)) out->return_eps = return_eps != 0;
+  double keep_eps = 0;
+  if (get_double(attrs, "keep_eps", &keep_eps)) out->keep_eps = keep_eps != 0;
   if (parse_key(attrs, &out->key_given, &out->key, "gluon_bbb_variational") != MX_SUCCESS)
     return MX_FAIL;
   auto prior = attrs.find("prior");
@@ -487,6 +615,18 @@ MXReturnValue parse(const std::unordered_map<std::string, std::string>& attrs, A
     out->prior.k2 = 0.5 / (s2 * s2);
   } else {
     MX_ERROR_MSG << "gluon_bbb_variational: attribute prior must be 'gaussian' or 'mixture'";
+    return MX_FAIL;
+  }
+  auto kl = attrs.find("kl");
+  const std::string estimator = kl == attrs.end() ? "monte_carlo" : kl->second;
+  if (estimator == "closed_form") {
+    if (out->prior.mixture) {
+      MX_ERROR_MSG << "gluon_bbb_variational: kl=closed_form needs the Gaussian prior";
+      return MX_FAIL;
+    }
+    out->closed_form = true;
+  } else if (estimator != "monte_carlo") {
+    MX_ERROR_MSG << "gluon_bbb_variational: attribute kl must be 'monte_carlo' or 'closed_form'";
     return MX_FAIL;
   }
   return MX_SUCCESS;
@@ -559,7 +699,7 @@ Key read_key(const T* in) {
   return key;
 }
 
-template <typename T, bool Mixture>
+template <typename T, bool Mixture, bool ClosedForm>
 MXReturnValue forward_typed(const Attrs& a, std::vector<MXTensor>* inputs,
                             std::vector<MXTensor>* outputs, const OpResource& res) {
   const int k = a.num_tensors;
@@ -579,9 +719,18 @@ MXReturnValue forward_typed(const Attrs& a, std::vector<MXTensor>* inputs,
     key = draw_key(states);
   }
   write_key(a.eps_given ? Key() : key, outputs->at(k + 1).data<T>());
+  // where this draw's eps goes when it is kept for the backward pass
+  const std::vector<int64_t> offsets = offsets_of(sizes);
+  int kept_slot = -1;
+  std::shared_ptr<NoiseStore::Buffer> kept;
+  if (a.keep_eps && !a.eps_given && !a.return_eps) {
+    const size_t bytes = static_cast<size_t>(offsets[k - 1] + sizes[k - 1]) * sizeof(T);
+    kept = NoiseStore::get().to_write(key, sizes, bytes, &kept_slot);
+  }
+  T* const kept_eps = kept ? reinterpret_cast<T*>(kept->data()) : nullptr;
 #pragma omp parallel num_threads(num_threads_for(num_chunks))
   {
-    std::vector<T> u1(kChunk / 2), u2(kChunk / 2), scratch(a.return_eps ? 0 : kChunk);
+    std::vector<T> u1(kChunk / 2), u2(kChunk / 2), scratch(a.return_eps || kept_eps ? 0 : kChunk);
 #pragma omp for schedule(static)
     for (int64_t c = 0; c < num_chunks; ++c) {
       const Chunk& ch = chunks[c];
@@ -593,7 +742,9 @@ MXReturnValue forward_typed(const Attrs& a, std::vector<MXTensor>* inputs,
       if (a.eps_given && !a.return_eps) {
         eps = inputs->at(2 * k + t).data<T>() + ch.begin;
       } else {
-        T* drawn = a.return_eps ? outputs->at(k + 2 + t).data<T>() + ch.begin : scratch.data();
+        T* drawn = a.return_eps ? outputs->at(k + 2 + t).data<T>() + ch.begin
+                   : kept_eps   ? kept_eps + offsets[t] + ch.begin
+                                : scratch.data();
         if (a.eps_given) {
           std::memcpy(drawn, inputs->at(2 * k + t).data<T>() + ch.begin, ch.size * sizeof(T));
         } else {
@@ -602,17 +753,27 @@ MXReturnValue forward_typed(const Attrs& a, std::vector<MXTensor>* inputs,
         }
         eps = drawn;
       }
-      partial[c] = forward_chunk(prior, mu, rho, eps, w, ch.size);
+      if constexpr (ClosedForm)  // instantiated with the Gaussian prior only
+        partial[c] = kl_forward_chunk(prior, mu, rho, eps, w, ch.size);
+      else
+        partial[c] = forward_chunk(prior, mu, rho, eps, w, ch.size);
     }
   }
-  // Both log q and log P carry -log(2 pi)/2 per value; they cancel and are left out.
+  // Both log q and log P carry -log(2 pi)/2 per value; they cancel and are left out. The
+  // closed form's constant is n (log s - 1/2) = -n (c1 + 1/2).
   double complexity = 0.0;
   for (double p : partial) complexity += p;
+  if constexpr (ClosedForm) {
+    int64_t n = 0;
+    for (int64_t size : sizes) n += size;
+    complexity -= static_cast<double>(n) * (a.prior.c1 + 0.5);
+  }
+  NoiseStore::get().mark_complete(kept_slot, kept.get());
   outputs->at(k).data<T>()[0] = static_cast<T>(complexity);
   return MX_SUCCESS;
 }
 
-template <typename T, bool Mixture>
+template <typename T, bool Mixture, bool ClosedForm>
 MXReturnValue backward_typed(const Attrs& a, std::vector<MXTensor>* inputs,
                              std::vector<MXTensor>* outputs) {
   // inputs: gradients of the forward's outputs, then its inputs, then its outputs.
@@ -627,9 +788,15 @@ MXReturnValue backward_typed(const Attrs& a, std::vector<MXTensor>* inputs,
   for (int t = 0; t < k; ++t) sizes[t] = inputs->at(in0 + t).size();
   const std::vector<Chunk> chunks = make_chunks(sizes);
   const int64_t num_chunks = static_cast<int64_t>(chunks.size());
+  const std::vector<int64_t> offsets = offsets_of(sizes);
+  std::shared_ptr<NoiseStore::Buffer> kept;  // the forward's eps, if it kept it
+  if (!a.eps_given && !a.return_eps)
+    kept = NoiseStore::get().find(key, sizes,
+                                  static_cast<size_t>(offsets[k - 1] + sizes[k - 1]) * sizeof(T));
+  const T* const kept_eps = kept ? reinterpret_cast<const T*>(kept->data()) : nullptr;
 #pragma omp parallel num_threads(num_threads_for(num_chunks))
   {
-    const bool redraw = !a.eps_given && !a.return_eps;
+    const bool redraw = !a.eps_given && !a.return_eps && !kept_eps;
     std::vector<T> u1(redraw ? kChunk / 2 : 0), u2(redraw ? kChunk / 2 : 0);
     std::vector<T> scratch(redraw ? kChunk : 0);
 #pragma omp for schedule(static)
@@ -644,6 +811,8 @@ MXReturnValue backward_typed(const Attrs& a, std::vector<MXTensor>* inputs,
         eps = inputs->at(out0 + k + 2 + t).data<T>() + ch.begin;
       } else if (a.eps_given) {
         eps = inputs->at(in0 + 2 * k + t).data<T>() + ch.begin;
+      } else if (kept_eps) {  // the forward's noise, as it kept it
+        eps = kept_eps + offsets[t] + ch.begin;
       } else {  // the forward's noise, drawn again from its key
         fill_normal(key, static_cast<uint32_t>(t), ch.begin, scratch.data(), ch.size, u1.data(),
                     u2.data());
@@ -651,8 +820,14 @@ MXReturnValue backward_typed(const Attrs& a, std::vector<MXTensor>* inputs,
       }
       T* g_mu = outputs->at(t).data<T>() + ch.begin;
       T* g_rho = outputs->at(k + t).data<T>() + ch.begin;
-      backward_chunk(prior, g_complexity, g_w ? g_w + ch.begin : nullptr, rho, eps, w, g_mu,
-                     g_rho, ch.size);
+      if constexpr (ClosedForm) {
+        const T* mu = inputs->at(in0 + t).data<T>() + ch.begin;
+        kl_backward_chunk(prior, g_complexity, g_w ? g_w + ch.begin : nullptr, mu, rho,
+                          eps, g_mu, g_rho, ch.size);
+      } else {
+        backward_chunk(prior, g_complexity, g_w ? g_w + ch.begin : nullptr, rho, eps, w, g_mu,
+                       g_rho, ch.size);
+      }
       if (a.eps_given)
         std::memset(outputs->at(2 * k + t).data<T>() + ch.begin, 0, ch.size * sizeof(T));
     }
@@ -667,10 +842,13 @@ MXReturnValue forward(const std::unordered_map<std::string, std::string>& attrs,
   if (parse(attrs, &a) != MX_SUCCESS) return MX_FAIL;
   const bool f64 = inputs->at(0).dtype == kFloat64;
   if (a.prior.mixture)
-    return f64 ? forward_typed<double, true>(a, inputs, outputs, res)
-               : forward_typed<float, true>(a, inputs, outputs, res);
-  return f64 ? forward_typed<double, false>(a, inputs, outputs, res)
-             : forward_typed<float, false>(a, inputs, outputs, res);
+    return f64 ? forward_typed<double, true, false>(a, inputs, outputs, res)
+               : forward_typed<float, true, false>(a, inputs, outputs, res);
+  if (a.closed_form)
+    return f64 ? forward_typed<double, false, true>(a, inputs, outputs, res)
+               : forward_typed<float, false, true>(a, inputs, outputs, res);
+  return f64 ? forward_typed<double, false, false>(a, inputs, outputs, res)
+             : forward_typed<float, false, false>(a, inputs, outputs, res);
 }
 
 MXReturnValue backward(const std::unordered_map<std::string, std::string>& attrs,
@@ -680,10 +858,13 @@ MXReturnValue backward(const std::unordered_map<std::string, std::string>& attrs
   if (parse(attrs, &a) != MX_SUCCESS) return MX_FAIL;
   const bool f64 = inputs->at(0).dtype == kFloat64;
   if (a.prior.mixture)
-    return f64 ? backward_typed<double, true>(a, inputs, outputs)
-               : backward_typed<float, true>(a, inputs, outputs);
-  return f64 ? backward_typed<double, false>(a, inputs, outputs)
-             : backward_typed<float, false>(a, inputs, outputs);
+    return f64 ? backward_typed<double, true, false>(a, inputs, outputs)
+               : backward_typed<float, true, false>(a, inputs, outputs);
+  if (a.closed_form)
+    return f64 ? backward_typed<double, false, true>(a, inputs, outputs)
+               : backward_typed<float, false, true>(a, inputs, outputs);
+  return f64 ? backward_typed<double, false, false>(a, inputs, outputs)
+             : backward_typed<float, false, false>(a, inputs, outputs);
 }
 
 

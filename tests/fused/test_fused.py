@@ -771,3 +771,140 @@ def test_fused_adam_decides_per_set_of_tensors():
     assert optimizer._fusable == {(0, 1): True, (2,): True}
     for a, b in zip(*results):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------------------------ eps kept for the backward pass
+def _sample_and_gradients(prior, dtype, keep_eps, samples=1, extra_draws=0, kl="monte_carlo",
+                          seed=8):
+    """Values and gradients of sum_s [0.01 * complexity_s + sum(w_s * upstream)] over
+    ``samples`` draws recorded together, with ``extra_draws`` more draws (kept too) made
+    between them and the backward pass."""
+    rng = np.random.default_rng(4)
+    shapes = [(300, 70), (70,), (9, 8193)]  # several chunks, an odd tail
+    upstream = [nd.array(rng.normal(size=s), dtype=dtype) for s in shapes]
+    mus = [nd.array(rng_values(s, 0.5, k), dtype=dtype) for k, s in enumerate(shapes)]
+    rhos = [nd.array(rng_values(s, 1.0, k + 9) - 4, dtype=dtype) for k, s in enumerate(shapes)]
+    for array in mus + rhos:
+        array.attach_grad()
+    mx.random.seed(seed)
+    outputs = []
+    with autograd.record():
+        objective = 0
+        for _ in range(samples):
+            weights, complexity, _ = fused.variational_sample(
+                mus, rhos, prior, return_eps=False, keep_eps=keep_eps, kl=kl)
+            objective = objective + 0.01 * complexity + nd.add_n(
+                *[nd.sum(w * g) for w, g in zip(weights, upstream)])
+            outputs += weights + [complexity]
+    for _ in range(extra_draws):  # later draws that take the store's slots
+        fused.variational_sample(mus, rhos, prior, return_eps=False, keep_eps=True, kl=kl)
+    objective.backward()
+    return [a.asnumpy() for a in outputs + [p.grad for p in mus + rhos]]
+
+
+@pytest.mark.parametrize("prior", PRIORS, ids=["gaussian", "mixture"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("samples, extra_draws", [(1, 0), (2, 0), (1, 9)],
+                         ids=["one-sample", "two-samples", "store-overrun"])
+def test_eps_kept_for_the_backward_pass_changes_no_value(prior, dtype, samples, extra_draws):
+    """keep_eps=True (the training step's call) reads eps back where keep_eps=False draws it
+    again: values and gradients are equal bit for bit, with two samples recorded together,
+    and when more draws than the store holds came between the forward and the backward
+    passes (the backward then draws eps again)."""
+    kept = _sample_and_gradients(prior, dtype, True, samples, extra_draws)
+    redrawn = _sample_and_gradients(prior, dtype, False, samples, 0)
+    for a, b in zip(kept, redrawn):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_kept_eps_is_the_forward_draw_even_under_a_reused_key():
+    """Two draws under the same given key, for tensors of other sizes, do not mix: the store
+    files eps under the key and the sizes."""
+    prior = GaussianPrior(1.0)
+    gradients = []
+    for shapes in ([(40, 30)], [(1200,)], [(40, 30)]):
+        mus = [nd.zeros(s) for s in shapes]
+        rhos = [nd.zeros(s) for s in shapes]
+        for array in mus + rhos:
+            array.attach_grad()
+        with autograd.record():
+            weights, _, _ = fused.variational_sample(mus, rhos, prior, key=77, return_eps=False,
+                                                     keep_eps=True)
+            objective = nd.sum(weights[0])  # d/dmu = 1, d/drho = sigmoid(0) * eps
+        objective.backward()
+        _, _, eps = fused.variational_sample(mus, rhos, prior, key=77)
+        np.testing.assert_array_equal(rhos[0].grad.asnumpy(),
+                                      (eps[0] * 0.5).asnumpy())
+        gradients.append(rhos[0].grad.asnumpy())
+    np.testing.assert_array_equal(gradients[0], gradients[2])
+
+
+# ------------------------------------------------------------------ the closed-form KL, fused
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_closed_form_kl_in_the_operator_matches_float64_numpy(dtype):
+    """kl='closed_form': the operator's complexity is sum_j [log(s / sigma_j) +
+    (sigma_j^2 + mu_j^2) / (2 s^2) - 1/2], whatever the noise, and w is the same sample."""
+    prior = GaussianPrior(0.3)
+    mus, rhos, eps = random_parameters(dtype, seed=3)
+    weights, kl, _ = fused.variational_sample(mus, rhos, prior, eps, kl="closed_form")
+    weights_mc, _, _ = fused.variational_sample(mus, rhos, prior, eps)
+    expected = 0.0
+    for mu, rho in zip(mus, rhos):
+        sigma = ref.softplus(rho.asnumpy().astype(np.float64))
+        m = mu.asnumpy().astype(np.float64)
+        expected += np.sum(np.log(0.3 / sigma) + (sigma ** 2 + m ** 2) / (2 * 0.3 ** 2) - 0.5)
+    assert kl.asscalar() == pytest.approx(expected, rel=1e-5 if dtype == "float32" else 1e-12)
+    for a, b in zip(weights, weights_mc):
+        np.testing.assert_array_equal(a.asnumpy(), b.asnumpy())
+
+
+@pytest.mark.parametrize("keep_eps", [False, True], ids=["drawn-again", "kept"])
+def test_closed_form_kl_in_the_operator_has_the_analytic_gradient(keep_eps):
+    """float64: the operator's d/dmu and d/drho of 0.01 KL + sum(w * upstream) are the float64
+    NumPy formula's, upstream + 0.01 mu / s^2 and sigmoid(rho) (upstream eps + 0.01 (sigma /
+    s^2 - 1 / sigma)), and central differences of the operator's own value agree."""
+    prior = GaussianPrior(0.5)
+    rng = np.random.default_rng(6)
+    shapes = [(30, 20), (30,)]
+    upstream = [nd.array(rng.normal(size=s), dtype="float64") for s in shapes]
+    mus = [nd.array(rng.normal(scale=0.5, size=s), dtype="float64") for s in shapes]
+    rhos = [nd.array(rng.uniform(-6, 1, size=s), dtype="float64") for s in shapes]
+    for array in mus + rhos:
+        array.attach_grad()
+    with autograd.record():
+        weights, kl, _ = fused.variational_sample(mus, rhos, prior, key=5, return_eps=False,
+                                                  kl="closed_form", keep_eps=keep_eps)
+        objective = 0.01 * kl + nd.add_n(*[nd.sum(w * g) for w, g in zip(weights, upstream)])
+    objective.backward()
+    fused_grads = [a.grad.asnumpy() for a in mus + rhos]
+    _, _, eps = fused.variational_sample(mus, rhos, prior, key=5)
+    for k in range(len(shapes)):
+        m, r, e, g = (a.asnumpy() for a in (mus[k], rhos[k], eps[k], upstream[k]))
+        sigma, sigmoid = np.log1p(np.exp(r)), 1 / (1 + np.exp(-r))
+        np.testing.assert_allclose(fused_grads[k], g + 0.01 * m / 0.25, rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(fused_grads[2 + k],
+                                   sigmoid * (g * e + 0.01 * (sigma / 0.25 - 1 / sigma)),
+                                   rtol=1e-12, atol=1e-15)
+    # central differences of the operator's value (eps fixed by the key)
+    values = [a.asnumpy() for a in mus + rhos]
+    step = 1e-6
+    for tensor, flat in [(0, 7), (1, 3), (2, 11), (3, 29)]:
+        shifted = []
+        for sign in (1, -1):
+            moved = [v.copy() for v in values]
+            moved[tensor].flat[flat] += sign * step
+            arrays = [nd.array(v, dtype="float64") for v in moved]
+            w, c, _ = fused.variational_sample(arrays[:2], arrays[2:], prior, key=5,
+                                               kl="closed_form")
+            shifted.append(0.01 * c.asscalar() + sum(
+                float(nd.sum(a * g).asscalar()) for a, g in zip(w, upstream)))
+        numeric = (shifted[0] - shifted[1]) / (2 * step)
+        np.testing.assert_allclose(fused_grads[tensor].flat[flat], numeric, rtol=1e-6, atol=1e-9)
+
+
+def test_closed_form_kl_in_the_operator_needs_the_gaussian_prior():
+    mus, rhos, _ = random_parameters("float32")
+    with pytest.raises(ValueError, match="closed_form"):
+        fused.variational_sample(mus, rhos, ScaleMixturePrior(), kl="closed_form")
+    with pytest.raises(ValueError, match="unknown kl"):
+        fused.variational_sample(mus, rhos, GaussianPrior(1.0), kl="exact")
