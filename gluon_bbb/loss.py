@@ -49,9 +49,10 @@ class BBBLoss(gluon.loss.Loss):
     kl : {'monte_carlo', 'closed_form'}
         'monte_carlo' (the paper's): the complexity is log q(w | theta) - log P(w) at the
         weight sample. 'closed_form': its expectation KL(q || P), exactly
-        (:meth:`~gluon_bbb.GaussianPrior.sum_kl`; the Gaussian priors only), with
-        mu = w - sigma * eps recovered from the sample, so it needs the ``weights, sigmas,
-        epsilons`` inputs. Lower-variance gradients, the same expected cost.
+        (:meth:`~gluon_bbb.GaussianPrior.sum_kl`; the Gaussian priors only), from the
+        ``weights, sigmas, epsilons`` inputs with mu = w - sigma * eps recovered from the
+        sample, or precomputed by the fused operator. Lower-variance gradients, the same
+        expected cost.
 
     Inputs
     ------
@@ -65,9 +66,10 @@ class BBBLoss(gluon.loss.Loss):
         ``weights, sigmas, epsilons`` are lists of K arrays: for each of the K weight tensors
         the sample w, its posterior standard deviation sigma = softplus(rho) and the standard
         normal noise eps with w = mu + sigma * eps; the loss computes the complexity from
-        them. Alternatively one (1,) array holding log q(w | theta) - log P(w) already summed,
-        as the fused operator (:mod:`gluon_bbb.fused`) returns it. A hybridized loss keeps
-        the calling convention of its first call.
+        them. Alternatively one (1,) array holding the complexity already summed, log q(w |
+        theta) - log P(w) (or KL(q || P) with ``kl='closed_form'``), as the fused operator
+        (:mod:`gluon_bbb.fused`) returns it. A hybridized loss keeps the calling convention
+        of its first call.
 
     Outputs
     -------
@@ -141,12 +143,7 @@ class BBBLoss(gluon.loss.Loss):
 
     def hybrid_forward(self, F, pred, label, kl_weight, *complexity_inputs, **prior_params):
         nll = self.negative_log_likelihood(F, pred, label)
-        if self.kl == "closed_form":
-            if len(complexity_inputs) != 3:
-                raise TypeError("BBBLoss(kl='closed_form') expects (pred, label, kl_weight, "
-                                "weights, sigmas, epsilons)")
-            complexity = self.closed_form_complexity(F, *complexity_inputs, prior_params)
-        elif len(complexity_inputs) == 1:
+        if len(complexity_inputs) == 1:
             if prior_params:
                 raise TypeError("a learnable or per-weight prior needs (pred, label, "
                                 "kl_weight, weights, sigmas, epsilons): a precomputed "
@@ -154,7 +151,8 @@ class BBBLoss(gluon.loss.Loss):
                                 "does not come from its arrays")
             complexity = complexity_inputs[0]
         elif len(complexity_inputs) == 3:
-            complexity = self.complexity(F, *complexity_inputs, prior_params)
+            estimate = self.closed_form_complexity if self.kl == "closed_form" else self.complexity
+            complexity = estimate(F, *complexity_inputs, prior_params)
         else:
             raise TypeError("BBBLoss expects (pred, label, kl_weight, weights, sigmas, epsilons) "
                             "or (pred, label, kl_weight, complexity)")

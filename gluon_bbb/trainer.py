@@ -32,7 +32,6 @@ from .epochs import (EpochTotals, NonFiniteLossError, checked_learning_rate, epo
                      epoch_seed, print_in_notebook, progress_bar)
 from .fused import FiniteGuard, fused_path, variational_sample
 from .fused.optimizers import fused_optimizer
-from ._math import softplus
 from .loss import BBBLoss
 from .posterior import (GaussianNoise, VariationalPosterior, assign_arrays, initialisation_state,
                         trainable_parameters)
@@ -238,16 +237,16 @@ class BBBTrainer:
         """Steps 1-2 for every weight tensor: eps ~ N(0, I), w = mu + softplus(rho) * eps.
 
         Returns the K samples w and what BBBLoss needs for the complexity of Eq. (8): the
-        fused operator's summed complexity, or (weights, sigmas, epsilons).
+        fused operator's summed complexity (or its closed-form KL), or (weights, sigmas,
+        epsilons).
         """
         if self.fused:
             mus = [mu.data() for mu in self.posterior.mus]
             rhos = [rho.data() for rho in self.posterior.rhos]
-            closed_form = self.loss.kl == "closed_form"  # which needs sigma and eps
-            weights, complexity, epsilons = variational_sample(mus, rhos, self.loss.prior,
-                                                               return_eps=closed_form)
-            if closed_form:
-                return weights, (weights, [softplus(nd, rho) for rho in rhos], epsilons)
+            # eps stays inside the operator, kept for the backward pass while one is recorded
+            weights, complexity, _ = variational_sample(
+                mus, rhos, self.loss.prior, return_eps=False, kl=self.loss.kl,
+                keep_eps=autograd.is_recording())
             return weights, (complexity,)
         epsilons = self.noise.sample()
         outputs = self.posterior(*epsilons)
