@@ -162,7 +162,7 @@ void prior_passes(const char* tag, const std::vector<Chunk>& chunks, int64_t n, 
   name = std::string("backward, eps stored ") + tag;
   report(name.c_str(), median_ms([&] {
     over_chunks(chunks, [&](const Chunk& ch, float*, float*, float*) {
-      backward_chunk(prior, 1e-4f, gw.at(ch), rho.at(ch), eps.at(ch), w.at(ch), gmu.at(ch),
+      backward_chunk<float, Mixture, false>(prior, 1e-4f, gw.at(ch), rho.at(ch), eps.at(ch), w.at(ch), nullptr, gmu.at(ch),
                      grho.at(ch), ch.size);
     });
   }, repeats), n);

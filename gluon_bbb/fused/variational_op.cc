@@ -214,6 +214,23 @@ struct PriorT {
     const T r1 = sigmoid((c1 - k1 * w2) - (c2 - k2 * w2));  // responsibility of component 1
     return T(-2) * w * (r1 * k1 + (T(1) - r1) * k2);
   }
+
+  // log_prob(w) and grad(w), bit for bit, from one exponential (the mixture's).
+  inline T log_prob_and_grad(T w, T* g) const {
+    const T w2 = w * w;
+    const T a = c1 - k1 * w2;
+    if (!Mixture) {
+      *g = T(-2) * k1 * w;
+      return a;
+    }
+    const T b = c2 - k2 * w2;
+    const T d = a - b;
+    const T e = exp_(d < T(0) ? d : -d);  // exp(-|a - b|), log_prob's and sigmoid(d)'s
+    const T inv = T(1) / (T(1) + e);
+    const T r1 = d < T(0) ? e * inv : inv;
+    *g = T(-2) * w * (r1 * k1 + (T(1) - r1) * k2);
+    return (a > b ? a : b) + log1p_abs_(e);
+  }
 };
 
 // ------------------------------------------------------------------ normal noise
@@ -444,10 +461,11 @@ int num_threads_for(size_t work_items) {
 #endif
 }
 
-// sum_j [-log sigma_j - eps_j^2 / 2 - log P(w_j)] over one chunk, also writing w.
+// sum_j [-log sigma_j - eps_j^2 / 2 - log P(w_j)] over one chunk, also writing w, and
+// d log P / dw into prior_grad when it is given (the mixture's, kept for the backward pass).
 template <typename T, bool Mixture>
 double forward_chunk(const PriorT<T, Mixture>& prior, const T* mu, const T* rho, const T* eps, T* w,
-                     int64_t n) {
+                     int64_t n, T* prior_grad = nullptr) {
   T log_q = T(0), log_p = T(0);
 #pragma omp simd reduction(+ : log_q)
   for (int64_t i = 0; i < n; ++i) {
@@ -457,8 +475,13 @@ double forward_chunk(const PriorT<T, Mixture>& prior, const T* mu, const T* rho,
   }
   // log P in a loop of its own, over w just written (in the cache): two short loops vectorise
   // better than one long one.
+  if (prior_grad) {
 #pragma omp simd reduction(+ : log_p)
-  for (int64_t i = 0; i < n; ++i) log_p += prior.log_prob(w[i]);
+    for (int64_t i = 0; i < n; ++i) log_p += prior.log_prob_and_grad(w[i], &prior_grad[i]);
+  } else {
+#pragma omp simd reduction(+ : log_p)
+    for (int64_t i = 0; i < n; ++i) log_p += prior.log_prob(w[i]);
+  }
   return static_cast<double>(log_q) - static_cast<double>(log_p);
 }
 
@@ -495,9 +518,10 @@ void kl_backward_chunk(const PriorT<T, false>& prior, T g_complexity, const T* g
   }
 }
 
-template <typename T, bool Mixture>
+// prior_grad: d log P / dw as the forward kept it, or nullptr to compute it from w.
+template <typename T, bool Mixture, bool PriorGradGiven>
 void backward_chunk(const PriorT<T, Mixture>& prior, T g_complexity, const T* g_w, const T* rho,
-                    const T* eps, const T* w, T* g_mu, T* g_rho, int64_t n) {
+                    const T* eps, const T* w, const T* prior_grad, T* g_mu, T* g_rho, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     // softplus and sigmoid from one exp(-|rho|)
@@ -506,11 +530,11 @@ void backward_chunk(const PriorT<T, Mixture>& prior, T g_complexity, const T* g_
     const T sigma = (r > T(0) ? r : T(0)) + log1p_(e);
     const T inv = T(1) / (T(1) + e);
     const T dsigma_drho = r < T(0) ? e * inv : inv;  // sigmoid(rho)
-    const T prior_grad = prior.grad(w[i]);
+    const T dlogp_dw = PriorGradGiven ? prior_grad[i] : prior.grad(w[i]);
     const T gw = g_w ? g_w[i] : T(0);
-    g_mu[i] = gw - g_complexity * prior_grad;
-    // d sigma / d rho = sigmoid(rho); d complexity / d sigma = -1/sigma - prior_grad * eps
-    g_rho[i] = dsigma_drho * (gw * eps[i] + g_complexity * (-T(1) / sigma - prior_grad * eps[i]));
+    g_mu[i] = gw - g_complexity * dlogp_dw;
+    // d sigma / d rho = sigmoid(rho); d complexity / d sigma = -1/sigma - dlogp_dw * eps
+    g_rho[i] = dsigma_drho * (gw * eps[i] + g_complexity * (-T(1) / sigma - dlogp_dw * eps[i]));
   }
 }
 
@@ -699,6 +723,12 @@ Key read_key(const T* in) {
   return key;
 }
 
+// Bytes a kept draw of n values takes: eps, and the mixture's d log P / dw.
+template <typename T, bool Mixture, bool ClosedForm>
+size_t kept_bytes(int64_t n) {
+  return static_cast<size_t>(n) * sizeof(T) * (Mixture && !ClosedForm ? 2 : 1);
+}
+
 template <typename T, bool Mixture, bool ClosedForm>
 MXReturnValue forward_typed(const Attrs& a, std::vector<MXTensor>* inputs,
                             std::vector<MXTensor>* outputs, const OpResource& res) {
@@ -723,11 +753,13 @@ MXReturnValue forward_typed(const Attrs& a, std::vector<MXTensor>* inputs,
   const std::vector<int64_t> offsets = offsets_of(sizes);
   int kept_slot = -1;
   std::shared_ptr<NoiseStore::Buffer> kept;
-  if (a.keep_eps && !a.eps_given && !a.return_eps) {
-    const size_t bytes = static_cast<size_t>(offsets[k - 1] + sizes[k - 1]) * sizeof(T);
-    kept = NoiseStore::get().to_write(key, sizes, bytes, &kept_slot);
-  }
+  const int64_t total = offsets[k - 1] + sizes[k - 1];
+  if (a.keep_eps && !a.eps_given && !a.return_eps)
+    kept = NoiseStore::get().to_write(key, sizes, kept_bytes<T, Mixture, ClosedForm>(total),
+                                      &kept_slot);
   T* const kept_eps = kept ? reinterpret_cast<T*>(kept->data()) : nullptr;
+  // the mixture's d log P / dw, kept after eps (the backward pass then needs no exponential)
+  T* const kept_prior_grad = kept_eps && Mixture && !ClosedForm ? kept_eps + total : nullptr;
 #pragma omp parallel num_threads(num_threads_for(num_chunks))
   {
     std::vector<T> u1(kChunk / 2), u2(kChunk / 2), scratch(a.return_eps || kept_eps ? 0 : kChunk);
@@ -756,7 +788,9 @@ MXReturnValue forward_typed(const Attrs& a, std::vector<MXTensor>* inputs,
       if constexpr (ClosedForm)  // instantiated with the Gaussian prior only
         partial[c] = kl_forward_chunk(prior, mu, rho, eps, w, ch.size);
       else
-        partial[c] = forward_chunk(prior, mu, rho, eps, w, ch.size);
+        partial[c] = forward_chunk(prior, mu, rho, eps, w, ch.size,
+                                   kept_prior_grad ? kept_prior_grad + offsets[t] + ch.begin
+                                                   : nullptr);
     }
   }
   // Both log q and log P carry -log(2 pi)/2 per value; they cancel and are left out. The
@@ -789,11 +823,12 @@ MXReturnValue backward_typed(const Attrs& a, std::vector<MXTensor>* inputs,
   const std::vector<Chunk> chunks = make_chunks(sizes);
   const int64_t num_chunks = static_cast<int64_t>(chunks.size());
   const std::vector<int64_t> offsets = offsets_of(sizes);
+  const int64_t total = offsets[k - 1] + sizes[k - 1];
   std::shared_ptr<NoiseStore::Buffer> kept;  // the forward's eps, if it kept it
   if (!a.eps_given && !a.return_eps)
-    kept = NoiseStore::get().find(key, sizes,
-                                  static_cast<size_t>(offsets[k - 1] + sizes[k - 1]) * sizeof(T));
+    kept = NoiseStore::get().find(key, sizes, kept_bytes<T, Mixture, ClosedForm>(total));
   const T* const kept_eps = kept ? reinterpret_cast<const T*>(kept->data()) : nullptr;
+  const T* const kept_prior_grad = kept_eps && Mixture && !ClosedForm ? kept_eps + total : nullptr;
 #pragma omp parallel num_threads(num_threads_for(num_chunks))
   {
     const bool redraw = !a.eps_given && !a.return_eps && !kept_eps;
@@ -825,8 +860,14 @@ MXReturnValue backward_typed(const Attrs& a, std::vector<MXTensor>* inputs,
         kl_backward_chunk(prior, g_complexity, g_w ? g_w + ch.begin : nullptr, mu, rho,
                           eps, g_mu, g_rho, ch.size);
       } else {
-        backward_chunk(prior, g_complexity, g_w ? g_w + ch.begin : nullptr, rho, eps, w, g_mu,
-                       g_rho, ch.size);
+        const T* gw = g_w ? g_w + ch.begin : nullptr;
+        if (kept_prior_grad)
+          backward_chunk<T, Mixture, true>(prior, g_complexity, gw, rho, eps, w,
+                                           kept_prior_grad + offsets[t] + ch.begin, g_mu, g_rho,
+                                           ch.size);
+        else
+          backward_chunk<T, Mixture, false>(prior, g_complexity, gw, rho, eps, w, nullptr, g_mu,
+                                            g_rho, ch.size);
       }
       if (a.eps_given)
         std::memset(outputs->at(2 * k + t).data<T>() + ch.begin, 0, ch.size * sizeof(T));
