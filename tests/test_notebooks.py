@@ -151,3 +151,22 @@ def test_notebook_08_reads_the_recorded_bandit_runs(tmp_path, monkeypatch):
     assert "sgd at 1e-06, rho initialised to [-7.0, -6.0]" in printed
     assert "bandit-tuned-s2: Thompson sampling (BBB) last ahead of the 0%-greedy agent at step " \
         "12,085 of 50,000" in printed
+
+
+def test_notebook_seeds_sets_the_seed_of_the_config_cell_only():
+    """scripts/notebook_seeds.py reruns a notebook per seed: it rewrites the one ``SEED = 0``
+    line of the configuration cell, and refuses a notebook that has none."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "notebook_seeds", NOTEBOOK_DIR.parent / "scripts" / "notebook_seeds.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    notebook = nbformat.read(str(NOTEBOOK_DIR / "10_bayesian_rnn.ipynb"), as_version=4)
+    before = [cell.source for cell in notebook.cells]
+    module.with_seed(notebook, 3)
+    changed = [i for i, cell in enumerate(notebook.cells) if cell.source != before[i]]
+    assert len(changed) == 1 and "GLUON_BBB_SMOKE" in notebook.cells[changed[0]].source
+    assert "\nSEED = 3" in notebook.cells[changed[0]].source
+    assert "SEED = 0" not in notebook.cells[changed[0]].source
+    with pytest.raises(ValueError, match="SEED = 0"):
+        module.with_seed(notebook, 4)  # its line now reads SEED = 3
