@@ -68,9 +68,9 @@ def plain_loop(hidden, epochs, optimizer):
     return error(loaders["test"])
 
 
-def timed(command, env):
+def timed(command, env, cwd):
     start = time.perf_counter()
-    result = subprocess.run(command, env=env, capture_output=True, text=True)
+    result = subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True)
     seconds = time.perf_counter() - start
     if result.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed:\n{result.stderr[-2000:]}")
@@ -102,12 +102,13 @@ def main(argv=None):
                 sys.executable, "-m", "gluon_bbb", "train", "--dataset", "mnist", "--hidden",
                 *hidden, "--epochs", str(args.epochs), "--optimizer", args.optimizer,
                 "--no-progress", "--output-dir", os.path.join(run_dir, "run")]
-            seconds, _ = timed(commands["gluon-bbb train"], env)
+            # from the run folder: ``-m`` puts the working directory first on sys.path
+            seconds, _ = timed(commands["gluon-bbb train"], env, run_dir)
             times["gluon-bbb train"].append(seconds)
         commands["plain Gluon loop"] = [sys.executable, HERE, "--plain", "--hidden", *hidden,
                                         "--epochs", str(args.epochs), "--optimizer",
                                         args.optimizer]
-        seconds, _ = timed(commands["plain Gluon loop"], env)
+        seconds, _ = timed(commands["plain Gluon loop"], env, None)
         times["plain Gluon loop"].append(seconds)
         print(", ".join(f"{name}: {values[-1]:.1f} s" for name, values in times.items()),
               flush=True)
