@@ -82,11 +82,22 @@ def variational_sample(mus: Sequence[nd.NDArray], rhos: Sequence[nd.NDArray], pr
         inputs += list(epsilons)
     outputs = getattr(nd, OP_NAME)(*inputs, num_tensors=len(mus),
                                    eps_given=int(epsilons is not None),
-                                   return_eps=int(bool(return_eps)), kl=kl,
-                                   keep_eps=int(bool(keep_eps) and not return_eps),
+                                   return_eps=int(bool(return_eps)),
+                                   **_optional_attributes(kl, keep_eps and not return_eps),
                                    **prior_attributes(prior), **_key_attribute(key))
     k = len(mus)  # outputs: w_1..w_K, the complexity, the key of the noise [, eps_1..eps_K]
     return list(outputs[:k]), outputs[k], (list(outputs[k + 2:]) if return_eps else None)
+
+
+def _optional_attributes(kl, keep_eps):
+    """The operator's kl and keep_eps attributes, only where they differ from its defaults
+    (MXNet passes every attribute as text, and the operator parses them at every call)."""
+    attributes = {}
+    if kl != "monte_carlo":
+        attributes["kl"] = kl
+    if keep_eps:
+        attributes["keep_eps"] = 1
+    return attributes
 
 
 def finite_guard(cost, grads):
