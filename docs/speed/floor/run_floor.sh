@@ -9,7 +9,7 @@ export GLUON_BBB_DATA=/work/shared/data OMP_NUM_THREADS=2
 run() { echo "+ $*" >&2; "$@"; }
 before() { PYTHONPATH=/tmp/before run "$@"; }
 date -u +"start %FT%TZ"
-run $PY benchmarks/cost_model.py --repeats 30 --json $OUT/cost_model.json > $OUT/cost_model.md
+run $PY benchmarks/cost_model.py --repeats 30 --json $OUT/cost_model.json > $OUT/cost_model.txt
 for opt in sgd adam; do for w in 400 1200; do
   for side in after before; do
     cmd=($PY benchmarks/epoch_time.py --subset 20000 --optimizer $opt --hidden $w $w \
