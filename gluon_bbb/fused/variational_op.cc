@@ -177,6 +177,16 @@ inline T softplus(T rho) {  // max(rho, 0) + log1p(exp(-|rho|))
   return (rho > T(0) ? rho : T(0)) + log1p_(exp_(-a));
 }
 
+// sigma = softplus(rho) and d sigma / d rho = sigmoid(rho) from one exp(-|rho|) (the backward
+// passes' pair; bit for bit softplus(rho) and sigmoid(rho)).
+template <typename T>
+inline void softplus_and_sigmoid(T rho, T* sigma, T* dsigma_drho) {
+  const T e = exp_(rho < T(0) ? rho : -rho);
+  *sigma = (rho > T(0) ? rho : T(0)) + log1p_(e);
+  const T inv = T(1) / (T(1) + e);
+  *dsigma_drho = rho < T(0) ? e * inv : inv;
+}
+
 template <typename T>
 inline T sigmoid(T rho) {
   const T e = exp_(rho < T(0) ? rho : -rho);  // exp(-|rho|)
@@ -507,11 +517,8 @@ void kl_backward_chunk(const PriorT<T, false>& prior, T g_complexity, const T* g
   const T two_k1 = T(2) * prior.k1;
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
-    const T r = rho[i];
-    const T e = exp_(r < T(0) ? r : -r);
-    const T sigma = (r > T(0) ? r : T(0)) + log1p_(e);
-    const T inv = T(1) / (T(1) + e);
-    const T dsigma_drho = r < T(0) ? e * inv : inv;  // sigmoid(rho)
+    T sigma, dsigma_drho;
+    softplus_and_sigmoid(rho[i], &sigma, &dsigma_drho);
     const T gw = g_w ? g_w[i] : T(0);
     g_mu[i] = gw + g_complexity * two_k1 * mu[i];
     g_rho[i] = dsigma_drho * (gw * eps[i] + g_complexity * (two_k1 * sigma - T(1) / sigma));
@@ -524,12 +531,8 @@ void backward_chunk(const PriorT<T, Mixture>& prior, T g_complexity, const T* g_
                     const T* eps, const T* w, const T* prior_grad, T* g_mu, T* g_rho, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
-    // softplus and sigmoid from one exp(-|rho|)
-    const T r = rho[i];
-    const T e = exp_(r < T(0) ? r : -r);
-    const T sigma = (r > T(0) ? r : T(0)) + log1p_(e);
-    const T inv = T(1) / (T(1) + e);
-    const T dsigma_drho = r < T(0) ? e * inv : inv;  // sigmoid(rho)
+    T sigma, dsigma_drho;
+    softplus_and_sigmoid(rho[i], &sigma, &dsigma_drho);
     const T dlogp_dw = PriorGradGiven ? prior_grad[i] : prior.grad(w[i]);
     const T gw = g_w ? g_w[i] : T(0);
     g_mu[i] = gw - g_complexity * dlogp_dw;
