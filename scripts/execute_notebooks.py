@@ -112,6 +112,14 @@ def execute(name, output_dir=EXECUTED, timeout=7200, smoke=False):
     return seconds
 
 
+def print_stdout(notebook):
+    """Print what an executed notebook printed: the numbers the docs quote."""
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            if output.get("name") == "stdout":
+                print(output["text"], end="", flush=True)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help="notebooks (file stems); default all")
@@ -134,11 +142,7 @@ def main(argv=None):
         print(f"{name}: running", flush=True)
         seconds = execute(name, args.output_dir, args.timeout, args.smoke)
         print(f"== {name}: {seconds:.0f} s", flush=True)
-        executed = nbformat.read(os.path.join(args.output_dir, f"{name}.ipynb"), as_version=4)
-        for cell in executed.cells:  # what the notebook printed: the numbers the docs quote
-            for output in cell.get("outputs", []):
-                if output.get("name") == "stdout":
-                    print(output["text"], end="", flush=True)
+        print_stdout(nbformat.read(os.path.join(args.output_dir, f"{name}.ipynb"), as_version=4))
     return 0
 
 

@@ -16,6 +16,9 @@ import time
 import nbformat
 from nbclient import NotebookClient
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from execute_notebooks import print_stdout  # noqa: E402 -- the sibling script's
+
 SOURCES = os.path.join(os.path.abspath(os.path.join(os.path.dirname(__file__), "..")), "notebooks")
 SEED_LINE = re.compile(r"^SEED = 0\b", re.M)
 
@@ -46,10 +49,7 @@ def main(argv=None):
         NotebookClient(notebook, timeout=args.timeout, kernel_name="python3",
                        resources={"metadata": {"path": SOURCES}}).execute()
         print(f"== {args.name}, SEED = {seed}: {time.perf_counter() - start:.0f} s", flush=True)
-        for cell in notebook.cells:
-            for output in cell.get("outputs", []):
-                if output.get("name") == "stdout":
-                    print(output["text"], end="", flush=True)
+        print_stdout(notebook)
     return 0
 
 
