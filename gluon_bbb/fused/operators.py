@@ -59,7 +59,8 @@ def variational_sample(mus: Sequence[nd.NDArray], rhos: Sequence[nd.NDArray], pr
         With ``return_eps=False``: keep the drawn eps inside the operator's library for the
         backward pass (4 bytes a weight written and read back), which costs less than drawing
         it again. It changes no value, only the cost; the training step sets it while autograd
-        records. The library keeps the last few draws only.
+        records. The library keeps one buffer per draw awaiting its backward pass, at most four
+        (4 bytes a weight; 8 with the scale mixture, whose d log P / dw it keeps too).
 
     Returns
     -------

@@ -371,9 +371,11 @@ inline void fill_normal(Key key, uint32_t tensor, int64_t begin, double* eps, in
 // buffer of this store, filed under the key and the tensors' sizes; the backward reads it when
 // it finds it and otherwise draws eps again. eps is a pure function of (key, tensor, position),
 // so any complete buffer under a key holds exactly the values a fresh draw would give: the
-// store changes what a step costs, never a value. It holds kSlots buffers, reused least recently
-// used first, so a long run's memory does not grow; a buffer a backward pass is reading (a
-// shared_ptr held elsewhere) is never written, only replaced.
+// store changes what a step costs, never a value. It holds at most kSlots buffers, so a long
+// run's memory does not grow: a draw takes a slot whose backward pass has read it first, else
+// the least recently used one, so a step of one sample reuses one buffer (warm in the cache)
+// and a step of S samples S of them. A buffer a backward pass is reading (a shared_ptr held
+// elsewhere) is never written, only replaced.
 class NoiseStore {
  public:
   static constexpr int kSlots = 4;         // two samples a step and their backward passes
@@ -415,13 +417,14 @@ class NoiseStore {
     if (slots_[slot].buffer.get() == buffer) slots_[slot].complete = true;
   }
 
-  // The complete buffer of (key, sizes, bytes), or nullptr.
+  // The complete buffer of (key, sizes, bytes), or nullptr. Its slot is the next draw's first
+  // choice, as its backward pass has now taken it.
   std::shared_ptr<Buffer> find(Key key, const std::vector<int64_t>& sizes, size_t bytes) {
     std::lock_guard<std::mutex> hold(mutex_);
     for (Slot& slot : slots_) {
       if (slot.complete && slot.key.k0 == key.k0 && slot.key.k1 == key.k1 &&
           slot.bytes == bytes && slot.sizes == sizes) {
-        slot.last_use = ++clock_;
+        slot.last_use = 0;
         return slot.buffer;
       }
     }
