@@ -339,8 +339,8 @@ def check_hyperparameter(key, value):
         return integer(0)
     if key in ("num_samples", "batch_size"):
         return integer(1)
-    if key == "num_validation":
-        return integer(1)
+    if key == "num_validation":  # 0: every training image (experiments.all_images)
+        return integer(0)
     if key in ("lr", "sigma", "kl_scale"):
         return real(lambda v: v > 0, "a positive number")
     if key == "lr_decay":

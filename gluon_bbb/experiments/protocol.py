@@ -128,6 +128,10 @@ def run(config, epochs, output_dir, data_dir=None, ctx=None, mc_samples=MC_SAMPL
         config = get_config(config)
     check_int("epochs", epochs)
     check_int("mc_samples", mc_samples)
+    if not config["num_validation"]:
+        raise ValueError("this protocol chooses the epoch on a validation split, and the "
+                         "configuration keeps none (num_validation=0): train on every image "
+                         "with gluon_bbb.experiments.all_images.run_all_images")
     ctx = resolve_context(ctx)
     with RunFolderLock(output_dir):
         return _run_locked(config, epochs, output_dir, data_dir, ctx, mc_samples, progress,

@@ -1,0 +1,126 @@
+"""Training on every training image with the test set scored after each epoch under each test
+convention (gluon_bbb.experiments.all_images): the conventions against a float64 NumPy
+computation on the same sampled networks, the epochs the Monte Carlo errors are measured at,
+bit-exact resuming, and damaged records."""
+import json
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import nd
+
+from gluon_bbb import experiments
+from gluon_bbb.experiments import all_images
+from gluon_bbb.experiments.runners import make_bbb_trainer
+
+import reference as ref
+from synthetic import needs_mnist
+
+SMOKE = dict(hidden=[8], subset=256, num_validation=0)
+
+
+def smoke_config(**overrides):
+    return experiments.get_config("bbb-mixture-400-paper", **dict(SMOKE, **overrides))
+
+
+def test_mc_epochs_are_every_kth_and_the_last_ones():
+    assert all_images.mc_epochs(30, 10, 3) == {10, 20, 28, 29, 30}
+    assert all_images.mc_epochs(5, 0, 0) == set()
+    assert all_images.mc_epochs(4, 0, 10) == {1, 2, 3, 4}
+
+
+def numpy_errors(weights, images, labels):
+    """Errors (mean of softmax, mean of log-softmax) of the average over sampled networks."""
+    probs, logprobs = 0.0, 0.0
+    for ws in weights:
+        logits = ref.mlp_forward(images, list(zip(ws[0::2], ws[1::2])))
+        shifted = logits - logits.max(axis=1, keepdims=True)
+        log_softmax = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+        probs, logprobs = probs + np.exp(log_softmax), logprobs + log_softmax
+    return [float(np.mean(np.argmax(total, axis=1) != labels)) for total in (probs, logprobs)]
+
+
+def test_conventions_match_numpy_on_the_same_sampled_networks():
+    rng = np.random.default_rng(0)
+    config = smoke_config(hidden=[16])
+    trainer = make_bbb_trainer(config, mx.cpu())
+    raw = rng.integers(0, 256, size=(300, 784)).astype(np.float64)
+    labels = rng.integers(0, 10, size=300)
+    batches = {"x126": [nd.array(raw[:200] / 126), nd.array(raw[200:] / 126)],
+               "raw": [nd.array(raw[:200]), nd.array(raw[200:])]}
+    label_batches = [nd.array(labels[:200]), nd.array(labels[200:])]
+    trainer.prepare(batches["x126"][0])
+    # spread the posterior so that the sampled networks disagree
+    for rho in trainer.posterior.rhos:
+        rho.set_data(nd.full(rho.shape, -1.0))
+    trainer.reseed(5)
+    samples = []
+    for _ in range(7):
+        trainer.draw_network()
+        samples.append([t.data().asnumpy().astype(np.float64) for t in trainer.posterior.targets])
+    trainer.set_mean()
+    means = [m.data().asnumpy().astype(np.float64) for m in trainer.posterior.mus]
+    trainer.reseed(5)
+    got = all_images.convention_errors(trainer, batches, label_batches, 7)
+    for scale, images in (("x126", raw / 126), ("raw", raw)):
+        prob, logprob = numpy_errors(samples, images, labels)
+        assert got[f"mc_prob_{scale}"] == pytest.approx(prob, abs=1e-12)
+        assert got[f"mc_logprob_{scale}"] == pytest.approx(logprob, abs=1e-12)
+        assert got[f"mean_{scale}"] == pytest.approx(numpy_errors([means], images, labels)[0],
+                                                     abs=1e-12)
+    # on these networks the two averages disagree, so a swap of them would be seen
+    assert got["mc_prob_x126"] != got["mc_logprob_x126"]
+    assert set(got) == {f"mean_{s}" for s in all_images.PIXEL_SCALES} | {
+        f"mc_{a}_{s}" for a in all_images.AVERAGES for s in all_images.PIXEL_SCALES}
+    assert all_images.convention_errors(trainer, batches, label_batches, 0).keys() == {
+        "mean_x126", "mean_raw"}
+
+
+@needs_mnist
+@pytest.mark.real_data
+def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path):
+    config = smoke_config()
+    options = dict(mc_samples=3, mc_every=2, last_mc=1)
+    whole = all_images.run_all_images(config, 3, str(tmp_path / "whole"), **options)
+    assert [entry["epoch"] for entry in whole] == [1, 2, 3]
+    assert [entry["mc_samples"] for entry in whole] == [0, 3, 3]
+    assert "mc_logprob_raw" in whole[1] and "mc_prob_x126" not in whole[0]
+    part = tmp_path / "part"
+    all_images.run_all_images(config, 2, str(part), **options)
+    # a stop between the checkpoint and the record: the record misses the last epoch
+    record_path = part / all_images.RECORD
+    stored = json.loads(record_path.read_text())
+    stored["epochs"] = stored["epochs"][:1]
+    record_path.write_text(json.dumps(stored))
+    resumed = all_images.run_all_images(config, 3, str(part), **options)
+
+    def without_time(record):
+        return [{k: v for k, v in entry.items() if k != "seconds"} for entry in record]
+
+    assert without_time(resumed) == without_time(whole)
+    trainers = []
+    for folder in ("whole", "part"):
+        trainer = make_bbb_trainer(config, mx.cpu())
+        trainer.load(str(tmp_path / folder / "checkpoint.bbb"))
+        trainers.append([m.data().asnumpy() for m in trainer.posterior.mus])
+    for a, b in zip(*trainers):
+        np.testing.assert_array_equal(a, b)
+    sessions = json.loads((part / "sessions.json").read_text())
+    assert [s["epochs_after"] for s in sessions] == [2, 3]
+
+
+@needs_mnist
+@pytest.mark.real_data
+def test_a_damaged_record_is_named(tmp_path):
+    config = smoke_config()
+    all_images.run_all_images(config, 1, str(tmp_path), mc_samples=2, mc_every=0, last_mc=0)
+    (tmp_path / all_images.RECORD).write_text('{"config": "x", "epochs": [{"epoch": 5}]}')
+    with pytest.raises(ValueError, match=all_images.RECORD):
+        all_images.run_all_images(config, 2, str(tmp_path), mc_samples=2, mc_every=0, last_mc=0)
+
+
+def test_the_validation_protocol_and_this_one_refuse_each_others_configurations(tmp_path):
+    with pytest.raises(ValueError, match="num_validation=0"):
+        experiments.run(smoke_config(), 1, str(tmp_path / "a"))
+    with pytest.raises(ValueError, match="num_validation=0"):
+        all_images.run_all_images(smoke_config(num_validation=100), 1, str(tmp_path / "b"))
