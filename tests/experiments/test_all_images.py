@@ -124,3 +124,34 @@ def test_the_validation_protocol_and_this_one_refuse_each_others_configurations(
         experiments.run(smoke_config(), 1, str(tmp_path / "a"))
     with pytest.raises(ValueError, match="num_validation=0"):
         all_images.run_all_images(smoke_config(num_validation=100), 1, str(tmp_path / "b"))
+
+
+def load_script(name):
+    import importlib.util
+    import os
+    spec = importlib.util.spec_from_file_location(
+        name, os.path.join(os.path.dirname(__file__), "..", "..", "scripts", f"{name}.py"))
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
+
+
+def test_a_pickled_curve_is_read_without_unpickling_and_anything_else_refused(tmp_path):
+    import pickle
+    decoder = load_script("decode_pickled_curve")
+    curve = [np.float64(92.93), np.float64(98.5), np.float64(98.67)]
+    path = tmp_path / "curve.pkl"
+    path.write_bytes(pickle.dumps(curve, protocol=3))
+    assert decoder.main([str(path), "--source", "test", "--output", str(tmp_path / "c.json")]) == 0
+    assert json.loads((tmp_path / "c.json").read_text())["values"] == [92.93, 98.5, 98.67]
+
+    class Payload:  # what a hostile file would carry: a call of os.system
+        def __reduce__(self):
+            import os
+            return os.system, ("echo executed > " + str(tmp_path / "executed"),)
+
+    path.write_bytes(pickle.dumps([Payload()], protocol=3))
+    assert decoder.main([str(path), "--source", "x", "--output", str(tmp_path / "d.json")]) == 2
+    assert not (tmp_path / "executed").exists() and not (tmp_path / "d.json").exists()
+    path.write_bytes(pickle.dumps([np.float32(1.5)], protocol=3))
+    assert decoder.main([str(path), "--source", "x", "--output", str(tmp_path / "e.json")]) == 2
