@@ -47,7 +47,8 @@ def source_files():
     except (OSError, subprocess.CalledProcessError):  # not a git checkout
         paths = [*ROOT.rglob("*.md"), *ROOT.rglob("*.ipynb")]
     return sorted(path for path in paths if path.is_file()
-                  and not SKIPPED & set(path.relative_to(ROOT).parts)
+                  and not any(part in SKIPPED or part.startswith((".venv", "venv"))
+                              for part in path.relative_to(ROOT).parts)
                   and path.relative_to(ROOT).parts[:2] != ("docs", "notebooks"))
 
 
