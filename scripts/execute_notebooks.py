@@ -9,8 +9,8 @@ after an interruption the same command goes on with the next notebook. A copy wh
 to date but whose text is not (the source's prose or quoted numbers were edited since) takes the
 source's cells with its own outputs, without running. ``tests/test_book.py`` checks that every
 committed copy's cells equal its source's, so a copy that went stale fails.
-It prints each notebook's wall time and every line it printed: the numbers docs/results.md
-quotes under "Notebooks with their full settings".
+It prints each notebook's wall time and every line it printed: the numbers docs/results/notebooks.md
+quotes ("Notebooks with their full settings").
 
     GLUON_BBB_DATA=../shared/data MPLBACKEND=Agg nohup python scripts/execute_notebooks.py \\
         > runs/execute_notebooks.log 2>&1 &

@@ -98,8 +98,14 @@ def test_the_book_has_the_api_reference_and_the_results(book):
                  "custom_config"):
         assert name in api, name
     results = (book / "results.html").read_text(encoding="utf-8")
+    # the page's own text, after the sidebar (which names the per-experiment pages, Table 1's too)
+    results = results[results.index('role="main"'):]
     assert "Table 1" in results
     assert results.index('id="summary"') < results.index("Table 1"), "results.md opens with its summary"
+    for page in ("table1", "long-protocol", "search", "pruning", "bandit", "other-reproductions",
+                 "lstm-sunspots", "continual-learning", "history"):
+        assert f'href="results/{page}.html' in results, f"the summary does not link results/{page}"
+        assert (book / "results" / f"{page}.html").is_file(), f"results/{page}.html was not built"
     assert (book / "benchmarks.html").is_file() and (book / "index.html").is_file()
 
 

@@ -328,7 +328,7 @@ def committed_tuned_checkpoints():
 @pytest.mark.parametrize("path", committed_tuned_checkpoints())
 def test_the_committed_tuned_runs_resume_with_the_chosen_settings(path):
     """Each committed checkpoint of the tuned 50,000-step runs loads, optimizer state included,
-    at a segment boundary, with the settings docs/results.md names: JINKEHE's setting at 1e-6
+    at a segment boundary, with the settings docs/results/bandit.md names: JINKEHE's setting at 1e-6
     for Thompson sampling, the paper's Adam 1e-3 for the greedy agents."""
     import os
     full = os.path.join(os.path.dirname(__file__), "..", "..", "docs", path)

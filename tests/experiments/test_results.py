@@ -1,6 +1,6 @@
 """The committed headline results re-check: evaluating results/<name>/best.bbb (best.params for
 the baselines) on the real test set gives the error recorded in its result.json
-(docs/results.md quotes them)."""
+(docs/results/ quotes them)."""
 import json
 import pathlib
 import shutil
@@ -76,7 +76,7 @@ def test_committed_checkpoint_reproduces_its_recorded_test_error(name):
 #: The Table 2 networks: name -> the greatest increase of the test error allowed when 95% and
 #: 98% of the weights are removed by signal-to-noise ratio (issue 6's targets for the 2x400
 #: network), or None where the targets were missed (issue 20: the 2x1200 network's are recorded
-#: in docs/results.md).
+#: in docs/results/table1.md).
 PRUNING_TARGETS = {"bbb-mixture-400-s2": (0.0010, 0.0030), "searched-mixture-1200-seed0": None,
                    "searched-mixture-1200-seed1": None, "paper-600/bbb-mixture-1200-paper-s0": None}
 
