@@ -1,0 +1,93 @@
+"""Compare gluon_bbb on all 60,000 training images (scripts/all_images.py) with JINKEHE's
+bayes1 run (its per-epoch test accuracy, decoded by scripts/decode_pickled_curve.py) and with
+gluon_bbb's own long protocol on the 50,000/10,000 split (its validation curve): a table at
+chosen epochs and a figure of the three curves.
+
+    python scripts/all_images_report.py runs/all-images/bbb-mixture-1200-paper-s0 \\
+        --figure docs/figures/all-images-curves.png
+"""
+import argparse
+import json
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+JINKEHE_TEST = os.path.join(ROOT, "results", "all-images", "jinkehe-bayes1-test-accuracy.json")
+SPLIT_RUN = os.path.join(ROOT, "results", "paper-600", "bbb-mixture-1200-paper-s0", "result.json")
+EPOCHS = (1, 2, 5, 10, 20, 30, 40, 50, 100, 200, 300, 400, 500, 600)
+
+
+def curves(run_dir):
+    with open(JINKEHE_TEST, encoding="utf-8") as handle:
+        jinkehe = [100 - value for value in json.load(handle)["values"]]
+    with open(SPLIT_RUN, encoding="utf-8") as handle:
+        split = [100 * entry["validation_error"] for entry in json.load(handle)["history"]]
+    with open(os.path.join(run_dir, "all_images.json"), encoding="utf-8") as handle:
+        ours = json.load(handle)["epochs"]
+    return jinkehe, split, ours
+
+
+def percent(value):
+    return "" if value is None else f"{100 * value:.2f}"
+
+
+def table(jinkehe, split, ours):
+    lines = ["| epoch | JINKEHE test, MC 100 log-prob, raw pixels | gluon_bbb all images: "
+             "mean x/126 | mean raw | MC prob x/126 | MC log-prob raw | gluon_bbb 50k/10k "
+             "split: validation (mean) |",
+             "|---|---|---|---|---|---|---|"]
+    for epoch in EPOCHS:
+        if epoch > len(ours):
+            continue
+        entry = ours[epoch - 1]
+        lines.append(f"| {epoch} | {jinkehe[epoch - 1]:.2f} | {percent(entry['mean_x126'])} | "
+                     f"{percent(entry['mean_raw'])} | {percent(entry.get('mc_prob_x126'))} | "
+                     f"{percent(entry.get('mc_logprob_raw'))} | {split[epoch - 1]:.2f} |")
+    last = ours[-1]["epoch"]
+    lines.append(f"\n{last} epochs of {len(jinkehe)} trained.")
+    return "\n".join(lines)
+
+
+def figure(jinkehe, split, ours, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    ax.plot(range(1, len(jinkehe) + 1), jinkehe, color="tab:gray",
+            label="JINKEHE bayes1: test, MC 100 log-prob, raw pixels (60k train)")
+    ax.plot(range(1, len(split) + 1), split, color="tab:blue", alpha=0.7,
+            label="gluon_bbb, 50k/10k split: validation, posterior mean")
+    epochs = [entry["epoch"] for entry in ours]
+    ax.plot(epochs, [100 * entry["mean_x126"] for entry in ours], color="tab:red",
+            label="gluon_bbb, 60k train: test, posterior mean, x/126")
+    measured = [entry for entry in ours if entry["mc_samples"]]
+    if measured:
+        ax.plot([e["epoch"] for e in measured], [100 * e["mc_logprob_raw"] for e in measured],
+                "o", color="tab:red", markersize=3,
+                label="gluon_bbb, 60k train: test, MC log-prob, raw pixels")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("error (%)")
+    ax.set_ylim(1.0, 3.0)
+    ax.set_xlim(1, max(len(jinkehe), 1))
+    ax.axhline(1.31, color="black", linewidth=0.6, linestyle=":")
+    ax.text(2, 1.33, "1.31%: JINKEHE's mean of the last ten epochs", fontsize=8)
+    ax.set_title("2x1200 scale mixture, the paper's long protocol: where the curves part")
+    ax.legend(fontsize=7, loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run_dir")
+    parser.add_argument("--figure")
+    args = parser.parse_args(argv)
+    jinkehe, split, ours = curves(args.run_dir)
+    print(table(jinkehe, split, ours))
+    if args.figure:
+        figure(jinkehe, split, ours, args.figure)
+
+
+if __name__ == "__main__":
+    main()
