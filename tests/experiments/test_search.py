@@ -3,7 +3,9 @@ SQLite with two worker processes, a killed worker's trial retried and resumed, p
 PostgreSQL server, bad storage URLs, and the report. On the random fake MNIST (nothing is
 learnt): these are tests of the machinery, not of accuracy."""
 import contextlib
+import io
 import json
+import logging
 import os
 import shutil
 import signal
@@ -17,6 +19,7 @@ import zipfile
 
 import optuna
 import pytest
+import sqlalchemy.exc
 
 from gluon_bbb.cli import main
 from gluon_bbb.experiments import search, search_report
@@ -336,6 +339,99 @@ def test_bad_or_unreachable_storage_is_one_line(url, message, tmp_path, fake_mni
     assert code == 2 and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1 and message in err
     assert "secret" not in err
+
+
+#: Storage URLs with :data:`PASSWORD` in every form that one may take: the user@server form of
+#: Azure Database for PostgreSQL, malformed URLs, and the password percent-encoded or not.
+URLS_WITH_PASSWORD = [
+    "postgresql://bbb@server:{encoded}@db.example.org/study",
+    "postgresql:///bbb:{encoded}@db.example.org/study",
+    "postgresql+psycopg:://bbb:{encoded}@db.example.org/study",
+    "postgresql://bbb:{plain}@db.example.org/study",
+    "bbb:{encoded}@db.example.org/study",
+]
+
+
+def _url_with_password(form):
+    return form.format(encoded=urllib.parse.quote(PASSWORD, safe=""), plain=PASSWORD)
+
+
+def _password_in(text):
+    """The spellings of :data:`PASSWORD` (and of a part of it) that ``text`` holds."""
+    return [spelling for spelling in (PASSWORD, urllib.parse.quote(PASSWORD, safe=""),
+                                      urllib.parse.quote(PASSWORD, safe=" +"), PASSWORD[:4], "pa:ss",
+                                      "pa%3Ass")
+            if spelling in text]
+
+
+@pytest.mark.parametrize("form", URLS_WITH_PASSWORD)
+def test_a_driver_message_that_repeats_the_url_shows_no_password(form, tmp_path, fake_mnist,
+                                                                  capsys, monkeypatch):
+    """SQLAlchemy up to 2.0.40 repeats the URL it cannot parse, and a driver may repeat it or
+    the password: the one-line error hides them."""
+    url = _url_with_password(form)
+
+    def refused(given, **kwargs):
+        raise sqlalchemy.exc.ArgumentError(f"Could not parse SQLAlchemy URL from string '{given}' "
+                                           f"(password {urllib.parse.unquote(given)!r})")
+
+    monkeypatch.setattr(optuna.storages, "RDBStorage", refused)
+    out = tmp_path / "s"
+    assert main(_search_args(out, fake_mnist, "--epochs", "1", "--storage", url)) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Could not parse SQLAlchemy URL" in err
+    assert "cannot open the study storage " in err and "***@db.example.org/study" in err
+    assert not _password_in(err) and not out.exists()
+
+
+def test_errors_and_logs_of_the_storage_during_a_search_show_no_password(tmp_path, fake_mnist,
+                                                                         capfd, monkeypatch):
+    """A storage that fails while the search runs: its heartbeat (in its own thread) and an
+    Optuna warning repeat the URL and the password, then the study refuses the result. The
+    console, the logs and the files show neither."""
+    url = _url_with_password(URLS_WITH_PASSWORD[0])
+    message = f"server closed the connection of {url} (password {PASSWORD})"
+    real_storage = optuna.storages.RDBStorage
+
+    class InSQLite(real_storage):  # the study lives in SQLite
+        def __init__(self, given, **kwargs):
+            super().__init__(f"sqlite:///{tmp_path / 'study.db'}", **kwargs)
+
+    monkeypatch.setattr(optuna.storages, "RDBStorage", InSQLite)
+
+    def failed_heartbeat(self, trial_id):
+        optuna.logging.get_logger("optuna.storages._rdb.storage").warning(message)
+        raise sqlalchemy.exc.OperationalError("UPDATE trial_heartbeats", {}, Exception(message))
+
+    def failed_tell(self, *args, **kwargs):
+        raise optuna.exceptions.StorageInternalError("An exception is raised during the commit.") \
+            from sqlalchemy.exc.OperationalError("COMMIT", {}, Exception(message))
+
+    monkeypatch.setattr(real_storage, "record_heartbeat", failed_heartbeat)
+    monkeypatch.setattr(optuna.Study, "tell", failed_tell)
+    out = tmp_path / "s"
+    optuna_log = io.StringIO()  # Optuna's own handler writes to the stderr of its import
+    handler = logging.StreamHandler(optuna_log)
+    logging.getLogger("optuna").addHandler(handler)
+    try:
+        assert main(_search_args(out, fake_mnist, "--epochs", "1", "--lr", "1e-3",
+                                 "--neg-log-sigma2", "6", "--pruner", "none", "--storage",
+                                 url)) == 2
+    finally:
+        logging.getLogger("optuna").removeHandler(handler)
+    assert optuna_log.getvalue().endswith("\nserver closed the connection of postgresql://"
+                                          "bbb%40server:***@db.example.org/study (password ***)\n")
+    captured = capfd.readouterr()
+    log = (out / "search.log").read_text()
+    assert "its heartbeat failed: (sqlite3" not in log and "its heartbeat failed" in log
+    assert "server closed the connection of postgresql://bbb%40server:***@db.example.org" in log
+    error = captured.err.strip().splitlines()[-1]
+    assert error.startswith("gluon-bbb: error: the study storage postgresql://bbb%40server:***@")
+    assert error.endswith("(password ***)")
+    files = "".join(path.read_text(errors="replace") for path in out.rglob("*") if path.is_file()
+                    and path.suffix in (".json", ".log", ".md", ""))
+    assert "Traceback" not in captured.err
+    assert not _password_in(captured.out + captured.err + files + optuna_log.getvalue())
 
 
 def test_report_of_a_folder_without_a_study_is_one_line(tmp_path, capsys):
