@@ -515,12 +515,16 @@ PASSWORD = "s3cr@t/pa:ss%w rd"
 
 @pytest.fixture
 def protected_postgres():
-    """A PostgreSQL server whose role ``bbb`` must give its password (SCRAM) on 127.0.0.1:
-    yields the URL of its database ``study`` without the password."""
-    with _postgres_server("host all bbb 127.0.0.1/32 scram-sha-256\n") as (port, as_postgres):
+    """A PostgreSQL server whose roles ``bbb`` and ``bbb@srv`` (the user@server form of Azure
+    Database for PostgreSQL) must give the password (SCRAM) on 127.0.0.1: yields the URL of its
+    database ``study`` for ``bbb``, without the password."""
+    rules = 'host all bbb 127.0.0.1/32 scram-sha-256\nhost all "bbb@srv" 127.0.0.1/32 scram-sha-256\n'
+    with _postgres_server(rules) as (port, as_postgres):
         quoted = PASSWORD.replace("'", "''")
         as_postgres("psql", "-h", "127.0.0.1", "-p", str(port), "-d", "study", "-c",
-                    f"CREATE ROLE bbb LOGIN PASSWORD '{quoted}'; ALTER DATABASE study OWNER TO bbb")
+                    f"CREATE ROLE bbb LOGIN PASSWORD '{quoted}'; ALTER DATABASE study OWNER TO bbb; "
+                    f"CREATE ROLE \"bbb@srv\" LOGIN PASSWORD '{quoted}'; "
+                    "GRANT CREATE, USAGE ON SCHEMA public TO \"bbb@srv\"")
         yield f"postgresql://bbb@127.0.0.1:{port}/study"
 
 
@@ -607,6 +611,39 @@ def test_a_search_on_a_password_protected_server_writes_its_password_nowhere(
     assert sessions[0]["command"].endswith(f" '--storage=postgresql://bbb:***@127.0.0.1:{port}/study'")
     assert sessions[1]["command"].endswith(f" --storage postgresql://bbb@127.0.0.1:{port}/study")
     assert "Command: `gluon-bbb search-report" in (out / "search.md").read_text()
+
+
+@pytest.mark.postgres
+def test_a_user_at_server_url_and_its_password_are_written_nowhere(
+        protected_postgres, tmp_path, fake_mnist, capfd, monkeypatch):
+    """The password in a URL of the user@server form (SQLAlchemy's user ``bbb@srv``), first
+    wrong (the driver's message is the one-line error), then right for a search, its report
+    and ``--print-best``: no file, log, message or attribute of the study holds it."""
+    monkeypatch.delenv("PGPASSWORD", raising=False)
+    monkeypatch.setenv("PGPASSFILE", str(tmp_path / "none"))
+    wrong_password = "wr0ng@pa:ss"
+    port = urllib.parse.urlsplit(protected_postgres).port
+    url, wrong = (protected_postgres.replace("bbb@", f"bbb@srv:{urllib.parse.quote(secret, safe='')}@")
+                  for secret in (PASSWORD, wrong_password))
+    out = tmp_path / "search"
+    args = _search_args(out, fake_mnist, "--epochs", "1", "--lr", "1e-3", "--neg-log-sigma2", "6",
+                        "--pruner", "none")
+    assert main(args + ["--storage", wrong]) == 2
+    err = capfd.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert 'password authentication failed for user "bbb@srv"' in err
+    assert f"postgresql://bbb%40srv:***@127.0.0.1:{port}/study" in err
+    assert not any(spelling in err for spelling in (wrong_password, "wr0ng", "pa%3Ass"))
+    assert main(args + ["--storage", url]) == 0
+    assert main(["search-report", str(out), "--storage", url, "--data-dir", str(fake_mnist),
+                 "--mc-samples", "2"]) == 0
+    assert main(["search-report", str(out), "--storage", url, "--print-best"]) == 0
+    (trial,) = _trials(out, url)
+    assert trial.state == optuna.trial.TrialState.COMPLETE
+    sessions = json.loads((out / trial.user_attrs["folder"] / "sessions.json").read_text())
+    assert sessions[0]["command"].endswith(f" --storage 'postgresql://bbb%40srv:***@127.0.0.1:{port}/study'")
+    assert (out / "search.log").is_file() and (out / "search.md").is_file()
+    assert not _leaks(out, url, *capfd.readouterr())
 
 
 @pytest.mark.postgres
