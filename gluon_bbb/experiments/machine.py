@@ -20,7 +20,8 @@ import numpy as np
 from ..context import resolve_context
 from ..version import __version__
 
-__all__ = ["machine_info", "hide_password", "hide_password_in", "recorded_command", "resident_memory", "heap_in_use"]
+__all__ = ["machine_info", "hide_password", "hide_password_in", "recorded_command",
+           "resident_memory", "heap_in_use"]
 
 _HIDDEN = "***"
 
@@ -31,7 +32,8 @@ _USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*:(?://)?)(?P<userinf
 
 #: A secret in a URL's query: libpq's ``password`` and ``sslpassword``, and a token or secret.
 _QUERY_SECRET = re.compile(r"(?P<key>[?&](?:ssl)?(?:password|passwd|pwd)=|"
-                           r"[?&][A-Za-z0-9_.\-]*(?:token|secret)=)(?P<value>[^&#]*)", re.IGNORECASE)
+                           r"[?&][A-Za-z0-9_.\-]*(?:token|secret)=)(?P<value>[^&#]*)",
+                           re.IGNORECASE)
 
 
 def machine_info(ctx=None):

@@ -358,10 +358,9 @@ def _url_with_password(form):
 
 def _password_in(text):
     """The spellings of :data:`PASSWORD` (and of a part of it) that ``text`` holds."""
-    return [spelling for spelling in (PASSWORD, urllib.parse.quote(PASSWORD, safe=""),
-                                      urllib.parse.quote(PASSWORD, safe=" +"), PASSWORD[:4], "pa:ss",
-                                      "pa%3Ass")
-            if spelling in text]
+    spellings = (PASSWORD, urllib.parse.quote(PASSWORD, safe=""),
+                 urllib.parse.quote(PASSWORD, safe=" +"), PASSWORD[:4], "pa:ss", "pa%3Ass")
+    return [spelling for spelling in spellings if spelling in text]
 
 
 @pytest.mark.parametrize("form", URLS_WITH_PASSWORD)
@@ -518,11 +517,13 @@ def protected_postgres():
     """A PostgreSQL server whose roles ``bbb`` and ``bbb@srv`` (the user@server form of Azure
     Database for PostgreSQL) must give the password (SCRAM) on 127.0.0.1: yields the URL of its
     database ``study`` for ``bbb``, without the password."""
-    rules = 'host all bbb 127.0.0.1/32 scram-sha-256\nhost all "bbb@srv" 127.0.0.1/32 scram-sha-256\n'
+    rules = "".join(f"host all {user} 127.0.0.1/32 scram-sha-256\n"
+                    for user in ("bbb", '"bbb@srv"'))
     with _postgres_server(rules) as (port, as_postgres):
         quoted = PASSWORD.replace("'", "''")
         as_postgres("psql", "-h", "127.0.0.1", "-p", str(port), "-d", "study", "-c",
-                    f"CREATE ROLE bbb LOGIN PASSWORD '{quoted}'; ALTER DATABASE study OWNER TO bbb; "
+                    f"CREATE ROLE bbb LOGIN PASSWORD '{quoted}'; "
+                    "ALTER DATABASE study OWNER TO bbb; "
                     f"CREATE ROLE \"bbb@srv\" LOGIN PASSWORD '{quoted}'; "
                     "GRANT CREATE, USAGE ON SCHEMA public TO \"bbb@srv\"")
         yield f"postgresql://bbb@127.0.0.1:{port}/study"
@@ -623,8 +624,8 @@ def test_a_user_at_server_url_and_its_password_are_written_nowhere(
     monkeypatch.setenv("PGPASSFILE", str(tmp_path / "none"))
     wrong_password = "wr0ng@pa:ss"
     port = urllib.parse.urlsplit(protected_postgres).port
-    url, wrong = (protected_postgres.replace("bbb@", f"bbb@srv:{urllib.parse.quote(secret, safe='')}@")
-                  for secret in (PASSWORD, wrong_password))
+    url, wrong = (protected_postgres.replace("bbb@", f"bbb@srv:{encoded}@") for encoded in
+                  (urllib.parse.quote(secret, safe="") for secret in (PASSWORD, wrong_password)))
     out = tmp_path / "search"
     args = _search_args(out, fake_mnist, "--epochs", "1", "--lr", "1e-3", "--neg-log-sigma2", "6",
                         "--pruner", "none")
@@ -641,7 +642,8 @@ def test_a_user_at_server_url_and_its_password_are_written_nowhere(
     (trial,) = _trials(out, url)
     assert trial.state == optuna.trial.TrialState.COMPLETE
     sessions = json.loads((out / trial.user_attrs["folder"] / "sessions.json").read_text())
-    assert sessions[0]["command"].endswith(f" --storage 'postgresql://bbb%40srv:***@127.0.0.1:{port}/study'")
+    shown = f"postgresql://bbb%40srv:***@127.0.0.1:{port}/study"
+    assert sessions[0]["command"].endswith(f" --storage '{shown}'")
     assert (out / "search.log").is_file() and (out / "search.md").is_file()
     assert not _leaks(out, url, *capfd.readouterr())
 
