@@ -119,6 +119,13 @@ def _optuna_modules():
     return search, search_report
 
 
+def _storage_errors(args, folder):
+    """``with _storage_errors(args, folder):`` -- errors and log records of the study's storage
+    with its password hidden (:func:`gluon_bbb.experiments.search.storage_errors`)."""
+    optuna_search, _ = _optuna_modules()
+    return optuna_search.storage_errors(optuna_search.storage_url(folder, args.storage))
+
+
 def _space(args):
     keys = dict.fromkeys(key for kind_keys in spaces.SPACE_KEYS.values() for key in kind_keys)
     values = {key: getattr(args, key) for key in keys if getattr(args, key) is not None}
@@ -157,7 +164,8 @@ def search_command(args):
         study = optuna_search.search(space, args.epochs, args.output_dir,
                                      worker=args.worker_index, start_together=start_together,
                                      **options)
-    _print_summary(study, args.output_dir)
+    with _storage_errors(args, args.output_dir):
+        _print_summary(study, args.output_dir)
     return 0
 
 
@@ -167,11 +175,11 @@ def _spawn_workers(args, space, options):
     arguments as given (``args.argv``): the recorded command line hides passwords."""
     optuna_search, search_report = _optuna_modules()
     url = optuna_search.storage_url(args.output_dir, args.storage)
-    storage = optuna_search.open_storage(url, args.heartbeat)
     settings = optuna_search.study_settings(space, args.epochs, options["base"],
                                              options["overrides"], args.sampler, args.pruner,
                                              args.max_trials, args.search_seed)
-    optuna_search.open_study(storage, settings)
+    with optuna_search.storage_errors(url):
+        optuna_search.open_study(optuna_search.open_storage(url, args.heartbeat), settings)
     # the workers meet before their first trial, so each takes one of the first ones
     barrier = tempfile.mkdtemp(prefix=".start-", dir=args.output_dir)
     processes = []
@@ -185,8 +193,8 @@ def _spawn_workers(args, space, options):
     finally:
         shutil.rmtree(barrier, ignore_errors=True)
     worst = max(codes, key=abs)
-    study = search_report.load_search(args.output_dir, args.storage)
-    _print_summary(study, args.output_dir)
+    with optuna_search.storage_errors(url):
+        _print_summary(search_report.load_search(args.output_dir, args.storage), args.output_dir)
     return worst
 
 
@@ -210,8 +218,9 @@ def search_report_command(args):
     with ``--print-best``, only the best setting)."""
     _, search_report = _optuna_modules()
     if args.print_best:
-        print(search_report.best_setting(search_report.load_search(args.search_dir,
-                                                                   args.storage)))
+        with _storage_errors(args, args.search_dir):
+            print(search_report.best_setting(search_report.load_search(args.search_dir,
+                                                                       args.storage)))
         return 0
     search_report.report_search(args.search_dir, storage=args.storage,
                                 mc_samples=args.mc_samples, data_dir=args.data_dir,

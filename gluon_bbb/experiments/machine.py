@@ -11,6 +11,7 @@ import os
 import platform
 import re
 import shlex
+import urllib.parse
 from typing import Sequence
 
 import mxnet as mx
@@ -19,17 +20,20 @@ import numpy as np
 from ..context import resolve_context
 from ..version import __version__
 
-__all__ = ["machine_info", "hide_password", "recorded_command", "resident_memory", "heap_in_use"]
+__all__ = ["machine_info", "hide_password", "hide_password_in", "recorded_command",
+           "resident_memory", "heap_in_use"]
 
 _HIDDEN = "***"
 
-#: The user name of a URL's ``scheme://user:password@host``, with the colon: the password runs
-#: from there to the last ``@`` (a password may hold an unencoded ``@``, ``/`` or ``:``).
-_USERINFO = re.compile(r"(?P<user>[A-Za-z][A-Za-z0-9+.\-]*://[^:@/?#]*:).*@", re.DOTALL)
+#: A URL's scheme, its ``://`` (or a malformed ``:``, ``:/``, ``::/``...) and what follows up to
+#: the last ``@``: the user information that :func:`hide_password` hides whole where SQLAlchemy
+#: cannot read the URL (a password may hold an unencoded ``@``, ``/`` or ``:``).
+_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*:(?://)?)(?P<userinfo>.*)@", re.DOTALL)
 
 #: A secret in a URL's query: libpq's ``password`` and ``sslpassword``, and a token or secret.
 _QUERY_SECRET = re.compile(r"(?P<key>[?&](?:ssl)?(?:password|passwd|pwd)=|"
-                           r"[?&][A-Za-z0-9_.\-]*(?:token|secret)=)[^&#]*", re.IGNORECASE)
+                           r"[?&][A-Za-z0-9_.\-]*(?:token|secret)=)(?P<value>[^&#]*)",
+                           re.IGNORECASE)
 
 
 def machine_info(ctx=None):
@@ -74,16 +78,115 @@ def hide_password(argument: str) -> str:
     Returns
     -------
     str
-        ``argument`` with everything from the colon after the user name to the last ``@``
-        hidden (``postgresql://user:***@host:5432/db``; more, should the URL's path hold an
-        ``@`` too), and the values of the query parameters ``password``, ``sslpassword``,
-        ``passwd``, ``pwd`` and any ``...token`` or ``...secret``; text without ``://`` is
-        returned unchanged.
+        ``argument`` with the URL's password hidden, and the values of its query parameters
+        ``password``, ``sslpassword``, ``passwd``, ``pwd`` and any ``...token`` or
+        ``...secret``. The URL is read as SQLAlchemy reads it (``make_url``), so the password
+        hidden is the one it would send: ``postgresql://user:***@host/db``, and
+        ``postgresql://user%40server:***@host/db`` for ``user@server:password@host``, the
+        user name that Azure Database for PostgreSQL requires. Where SQLAlchemy is missing or
+        reads the URL otherwise than as a user, a password and a host (it cannot parse the URL
+        at all, or an ``@`` lands in the host, the database of a server or the query:
+        ``postgresql:///user:password@host/db``, ``postgresql+psycopg:://...``, an unencoded
+        ``@`` in the password), everything between the scheme's ``://`` (or the ``:`` after a
+        malformed scheme) and the last ``@`` is hidden: ``postgresql://***@host/db``. Text
+        without ``@`` after a scheme's ``:`` has no password there and keeps its user part.
     """
-    if "://" not in argument:
-        return argument
-    argument = _USERINFO.sub(lambda match: f"{match['user']}{_HIDDEN}@", argument)
-    return _QUERY_SECRET.sub(lambda match: f"{match['key']}{_HIDDEN}", argument)
+    match = _USERINFO.search(argument)
+    if match is not None:
+        url = argument[match.start():]
+        parsed = _sqlalchemy_url(url)
+        if parsed is None or _misread(parsed):
+            url = _USERINFO.sub(lambda found: f"{found['scheme']}{_HIDDEN}@", url, count=1)
+        elif parsed.password is not None:
+            url = parsed.render_as_string(hide_password=True)
+        argument = argument[:match.start()] + url
+    return _QUERY_SECRET.sub(lambda found: f"{found['key']}{_HIDDEN}", argument)
+
+
+def hide_password_in(text: str, url: str) -> str:
+    """``text`` (a message of a database driver, SQLAlchemy or Optuna about the storage
+    ``url``) with ``url`` and its password hidden wherever they occur.
+
+    Parameters
+    ----------
+    text : str
+        A message that may repeat ``url`` or its password.
+    url : str
+        The URL the message is about (as given, password and all).
+
+    Returns
+    -------
+    str
+        ``text`` with every spelling of ``url`` (as given, percent-decoded, and as SQLAlchemy
+        writes it) replaced by :func:`hide_password`'s ``url``, and every spelling of what
+        :func:`hide_password` hides in it (as given, percent-decoded and percent-encoded) and
+        of the password SQLAlchemy reads replaced by ``***``. A short password hides every
+        occurrence of its characters, inside other words too: a message that cannot show the
+        password is worth more than one that reads well.
+    """
+    shown = hide_password(url)
+    if shown == url:
+        return text
+    replacements = dict.fromkeys(_spellings(_secrets(url)), _HIDDEN)
+    parsed = _sqlalchemy_url(url)
+    whole = [url, urllib.parse.unquote(url)]
+    if parsed is not None:
+        whole.append(parsed.render_as_string(hide_password=False))
+    replacements.update(dict.fromkeys(whole, shown))
+    replacements.pop("", None)
+    pattern = re.compile("|".join(map(re.escape, sorted(replacements, key=len, reverse=True))))
+    return pattern.sub(lambda found: replacements[found[0]], text)
+
+
+def _sqlalchemy_url(url):
+    """SQLAlchemy's reading of ``url`` (``sqlalchemy.engine.URL``), or None where SQLAlchemy
+    is missing or cannot parse it."""
+    try:
+        from sqlalchemy.engine import make_url
+    except ImportError:
+        return None
+    try:
+        return make_url(url)
+    except Exception:  # ArgumentError, or ValueError for a port that is not a number
+        return None
+
+
+def _misread(parsed):
+    """Whether an ``@`` of the URL lands outside its user information: in its host, its query,
+    or the database of a server (a SQLite database is a file, whose name may hold one)."""
+    parts = [parsed.host or ""] + [f"{key}={value}" for key, value in parsed.query.items()]
+    if parsed.get_backend_name() != "sqlite":
+        parts.append(parsed.database or "")
+    return any("@" in part for part in parts)
+
+
+def _secrets(url):
+    """What :func:`hide_password` hides in ``url``, its parts that may be the password, and
+    the password SQLAlchemy reads."""
+    secrets = []
+    match = _USERINFO.search(url)
+    if match is not None:
+        parsed = _sqlalchemy_url(url[match.start():])
+        if parsed is None or _misread(parsed) or parsed.password is not None:
+            userinfo = match["userinfo"]  # up to the last '@'; the password follows a ':'
+            secrets += [userinfo] + [userinfo[colon + 1:] for colon, char in
+                                     enumerate(userinfo) if char == ":"]
+        if parsed is not None and parsed.password is not None:
+            secrets.append(str(parsed.password))
+    secrets += [found["value"] for found in _QUERY_SECRET.finditer(url)]
+    return secrets
+
+
+def _spellings(secrets):
+    """Each of ``secrets`` as given, percent-decoded (``%40`` as ``@``, ``+`` as a space too)
+    and percent-encoded (every reserved character, or all but a space and ``+`` as SQLAlchemy
+    writes a password)."""
+    spellings = []
+    for secret in secrets:
+        for plain in (secret, urllib.parse.unquote(secret), urllib.parse.unquote_plus(secret)):
+            spellings += [plain, urllib.parse.quote(plain, safe=""),
+                          urllib.parse.quote(plain, safe=" +"), urllib.parse.quote_plus(plain)]
+    return spellings
 
 
 def recorded_command(argv: Sequence[str]) -> str:

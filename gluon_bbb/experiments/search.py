@@ -37,11 +37,12 @@ import warnings
 import zlib
 
 import optuna
+import sqlalchemy.exc
 
 from .._checks import check_int
 from .._mxcompat import trial_id
 from ..context import resolve_context
-from .machine import hide_password
+from .machine import hide_password, hide_password_in
 from .runlock import RunFolderBusyError, meet_workers, waiting_lock
 from .configs import get_config, run_kind
 from .protocol import run
@@ -52,7 +53,7 @@ from .spaces import (PRUNERS, SAMPLERS, SPACE_KEYS, grid_settings, sample_settin
 
 __all__ = ["SPACE_KEYS", "search_kind", "SAMPLERS", "PRUNERS", "STUDY_NAME", "TRIALS",
            "grid_settings", "sample_settings", "search_space", "trial_name", "storage_url", "open_storage",
-           "study_settings", "open_study", "work", "search", "quiet_optuna"]
+           "storage_errors", "study_settings", "open_study", "work", "search", "quiet_optuna"]
 
 logger = logging.getLogger(__name__)
 
@@ -123,9 +124,66 @@ def open_storage(url, heartbeat_interval=60, grace_period=None):
                                               grace_period=grace_period,
                                               heartbeat_stale_trial_callback=retry)
     except Exception as error:  # bad URL, missing driver, unreachable server, bad schema
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        shown = hide_password(url) if "://" in url else url.rpartition("@")[2]  # not a URL
-        raise ValueError(f"cannot open the study storage {shown}: {first}") from None
+        raise ValueError(f"cannot open the study storage {hide_password(url)}: "
+                         f"{_first_line(error, url)}") from None
+
+
+#: What a study storage raises: SQLAlchemy's errors (which wrap the driver's) and Optuna's
+#: StorageInternalError (which wraps SQLAlchemy's).
+_STORAGE_ERRORS = (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError)
+
+
+def _first_line(error, url):
+    """The first line of ``error``'s message (or of its cause's, where Optuna's own says
+    nothing about it), with ``url`` and its password hidden."""
+    lines = [str(error).strip()]
+    if isinstance(error, optuna.exceptions.StorageInternalError) and error.__cause__ is not None:
+        lines.append(str(error.__cause__).strip())
+    text = ": ".join(line.splitlines()[0] for line in lines if line) or type(error).__name__
+    return hide_password_in(text, url)
+
+
+@contextlib.contextmanager
+def storage_errors(url):
+    """``with storage_errors(url):`` -- work on the study storage ``url`` without showing its
+    password: an error of the storage (its driver, SQLAlchemy, Optuna) comes out as a one-line
+    ValueError that names the storage with :func:`~.machine.hide_password`, and every log
+    record made meanwhile (Optuna's and SQLAlchemy's included, in every thread) has ``url`` and
+    its password hidden (:func:`~.machine.hide_password_in`) before any handler sees it.
+
+    Parameters
+    ----------
+    url : str
+        The storage's URL, as given (password and all).
+
+    Raises
+    ------
+    ValueError
+        In place of an error of the storage.
+    """
+    make_record = logging.getLogRecordFactory()
+
+    def hidden_record(*args, **kwargs):
+        record = make_record(*args, **kwargs)
+        try:
+            message = record.getMessage()
+        except Exception:  # the handler reports a bad format as it would without this
+            return record
+        if record.exc_info:  # a traceback repeats its exception's message
+            message += "\n" + logging.Formatter().formatException(record.exc_info)
+        shown = hide_password_in(message, url)
+        if shown != message:
+            record.msg, record.args, record.exc_info, record.exc_text = shown, (), None, None
+        return record
+
+    logging.setLogRecordFactory(hidden_record)
+    try:
+        yield
+    except _STORAGE_ERRORS as error:
+        raise ValueError(f"the study storage {hide_password(url)} failed: "
+                         f"{_first_line(error, url)}") from None
+    finally:
+        logging.setLogRecordFactory(make_record)
 
 
 def _sampler(name, seed):
@@ -241,14 +299,17 @@ class _Heartbeat:
     """``with _Heartbeat(storage, trial):`` -- record the trial's heartbeat every interval."""
 
     def __init__(self, storage, trial):
-        self.storage, self.trial_id = storage, trial_id(trial)
+        self.storage, self.trial_id, self.number = storage, trial_id(trial), trial.number
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._beat, daemon=True)
 
     def _beat(self):
         interval = self.storage.get_heartbeat_interval()
         while True:
-            self.storage.record_heartbeat(self.trial_id)
+            try:
+                self.storage.record_heartbeat(self.trial_id)
+            except _STORAGE_ERRORS as error:  # logged, not left to the thread's stderr hook
+                logger.warning("trial %d: its heartbeat failed: %s", self.number, error)
             if self.stopped.wait(interval):
                 return
 
@@ -297,6 +358,9 @@ def work(study, storage, output_dir, data_dir=None, ctx=None, progress=False, co
     """Run trials of ``study`` until its budget is spent: ask for a trial (the workers of one
     machine in turn), train it with a heartbeat, tell the study its best validation error,
     that it was pruned, or that it failed.
+
+    Run it inside :func:`storage_errors` (as :func:`search` does) to keep the storage's
+    password out of its messages.
 
     Returns
     -------
@@ -414,11 +478,13 @@ def search(space, epochs, output_dir, base="bbb-mixture-400", overrides=None, sa
     """
     settings = study_settings(space, epochs, base, overrides, sampler, pruner, max_trials, seed)
     os.makedirs(output_dir, exist_ok=True)
-    rdb = open_storage(storage_url(output_dir, storage), heartbeat_interval)
-    study = open_study(rdb, settings, worker)
-    if start_together is not None:
-        meet_workers(start_together[0], worker, start_together[1])
-    count = work(study, rdb, output_dir, data_dir=data_dir, ctx=ctx, progress=progress,
-                 command=command)
-    logger.info("worker %d ran %d trials; the study has %d", worker, count, len(study.trials))
+    url = storage_url(output_dir, storage)
+    with storage_errors(url):
+        rdb = open_storage(url, heartbeat_interval)
+        study = open_study(rdb, settings, worker)
+        if start_together is not None:
+            meet_workers(start_together[0], worker, start_together[1])
+        count = work(study, rdb, output_dir, data_dir=data_dir, ctx=ctx, progress=progress,
+                     command=command)
+        logger.info("worker %d ran %d trials; the study has %d", worker, count, len(study.trials))
     return study

@@ -17,7 +17,8 @@ from ..io.checkpoint import atomic_write_bytes
 from .configs import check_hyperparameter, with_current_names
 from .protocol import MC_SAMPLES, report
 from .runfolder import read_sessions
-from .search import STUDY_NAME, TRIALS, open_storage, quiet_optuna, storage_url, study_settings
+from .search import (STUDY_NAME, TRIALS, open_storage, quiet_optuna, storage_errors, storage_url,
+                     study_settings)
 from .spaces import format_setting, search_space, trial_name
 
 __all__ = ["SEARCH_MD", "FIGURES", "load_search", "search_settings", "trial_rows", "best_row", "best_setting",
@@ -43,13 +44,14 @@ def load_search(output_dir, storage=None):
     if storage is None and not os.path.isfile(url[len("sqlite:///"):]):
         raise FileNotFoundError(f"{url[len('sqlite:///'):]} not found: is {output_dir} a folder "
                                 "written by 'gluon-bbb search'?")
-    rdb = open_storage(url)
-    try:
-        study = optuna.load_study(study_name=STUDY_NAME, storage=rdb)
-    except KeyError:
-        raise ValueError(f"the storage of {output_dir} holds no study {STUDY_NAME!r}: run "
-                         "'gluon-bbb search' first") from None
-    settings = search_settings(study)
+    with storage_errors(url):  # the storage's messages hide its password
+        rdb = open_storage(url)
+        try:
+            study = optuna.load_study(study_name=STUDY_NAME, storage=rdb)
+        except KeyError:
+            raise ValueError(f"the storage of {output_dir} holds no study {STUDY_NAME!r}: run "
+                             "'gluon-bbb search' first") from None
+        settings = search_settings(study)
     if not isinstance(settings, dict) or not isinstance(settings.get("space"), dict):
         raise ValueError(f"the study of {output_dir} has no search settings: it was not written "
                          "by 'gluon-bbb search', or its creator died while setting it up")
@@ -222,15 +224,16 @@ def report_search(output_dir, storage=None, mc_samples=MC_SAMPLES, data_dir=None
         'rows' (:func:`trial_rows`), 'best' (the best row, or None), 'result' (the best trial's
         report, or None), 'figures' (name -> file, or why it was not drawn).
     """
-    study = load_search(output_dir, storage)
-    settings = search_settings(study)
-    rows = trial_rows(study)
+    with storage_errors(storage_url(output_dir, storage)):  # what reads the study
+        study = load_search(output_dir, storage)
+        settings = search_settings(study)
+        rows = trial_rows(study)
+        drawn = _figures(study, output_dir) if figures else {}
     best = best_row(rows)
     result = None
     if best is not None:
         result = report(os.path.join(output_dir, best["folder"]), mc_samples=mc_samples,
                         data_dir=data_dir, ctx=ctx, command=command)
-    drawn = _figures(study, output_dir) if figures else {}
     counts = {}
     for row in rows:
         counts[row["state"]] = counts.get(row["state"], 0) + 1

@@ -3,7 +3,9 @@ SQLite with two worker processes, a killed worker's trial retried and resumed, p
 PostgreSQL server, bad storage URLs, and the report. On the random fake MNIST (nothing is
 learnt): these are tests of the machinery, not of accuracy."""
 import contextlib
+import io
 import json
+import logging
 import os
 import shutil
 import signal
@@ -17,6 +19,7 @@ import zipfile
 
 import optuna
 import pytest
+import sqlalchemy.exc
 
 from gluon_bbb.cli import main
 from gluon_bbb.experiments import search, search_report
@@ -338,6 +341,98 @@ def test_bad_or_unreachable_storage_is_one_line(url, message, tmp_path, fake_mni
     assert "secret" not in err
 
 
+#: Storage URLs with :data:`PASSWORD` in every form that one may take: the user@server form of
+#: Azure Database for PostgreSQL, malformed URLs, and the password percent-encoded or not.
+URLS_WITH_PASSWORD = [
+    "postgresql://bbb@server:{encoded}@db.example.org/study",
+    "postgresql:///bbb:{encoded}@db.example.org/study",
+    "postgresql+psycopg:://bbb:{encoded}@db.example.org/study",
+    "postgresql://bbb:{plain}@db.example.org/study",
+    "bbb:{encoded}@db.example.org/study",
+]
+
+
+def _url_with_password(form):
+    return form.format(encoded=urllib.parse.quote(PASSWORD, safe=""), plain=PASSWORD)
+
+
+def _password_in(text):
+    """The spellings of :data:`PASSWORD` (and of a part of it) that ``text`` holds."""
+    spellings = (PASSWORD, urllib.parse.quote(PASSWORD, safe=""),
+                 urllib.parse.quote(PASSWORD, safe=" +"), PASSWORD[:4], "pa:ss", "pa%3Ass")
+    return [spelling for spelling in spellings if spelling in text]
+
+
+@pytest.mark.parametrize("form", URLS_WITH_PASSWORD)
+def test_a_driver_message_that_repeats_the_url_shows_no_password(form, tmp_path, fake_mnist,
+                                                                  capsys, monkeypatch):
+    """SQLAlchemy up to 2.0.40 repeats the URL it cannot parse, and a driver may repeat it or
+    the password: the one-line error hides them."""
+    url = _url_with_password(form)
+
+    def refused(given, **kwargs):
+        raise sqlalchemy.exc.ArgumentError(f"Could not parse SQLAlchemy URL from string '{given}' "
+                                           f"(password {urllib.parse.unquote(given)!r})")
+
+    monkeypatch.setattr(optuna.storages, "RDBStorage", refused)
+    out = tmp_path / "s"
+    assert main(_search_args(out, fake_mnist, "--epochs", "1", "--storage", url)) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Could not parse SQLAlchemy URL" in err
+    assert "cannot open the study storage " in err and "***@db.example.org/study" in err
+    assert not _password_in(err) and not out.exists()
+
+
+def test_errors_and_logs_of_the_storage_during_a_search_show_no_password(tmp_path, fake_mnist,
+                                                                         capfd, monkeypatch):
+    """A storage that fails while the search runs: its heartbeat (in its own thread) and an
+    Optuna warning repeat the URL and the password, then the study refuses the result. The
+    console, the logs and the files show neither."""
+    url = _url_with_password(URLS_WITH_PASSWORD[0])
+    message = f"server closed the connection of {url} (password {PASSWORD})"
+    real_storage = optuna.storages.RDBStorage
+
+    class InSQLite(real_storage):  # the study lives in SQLite
+        def __init__(self, given, **kwargs):
+            super().__init__(f"sqlite:///{tmp_path / 'study.db'}", **kwargs)
+
+    monkeypatch.setattr(optuna.storages, "RDBStorage", InSQLite)
+
+    def failed_heartbeat(self, trial_id):
+        optuna.logging.get_logger("optuna.storages._rdb.storage").warning(message)
+        raise sqlalchemy.exc.OperationalError("UPDATE trial_heartbeats", {}, Exception(message))
+
+    def failed_tell(self, *args, **kwargs):
+        raise optuna.exceptions.StorageInternalError("An exception is raised during the commit.") \
+            from sqlalchemy.exc.OperationalError("COMMIT", {}, Exception(message))
+
+    monkeypatch.setattr(real_storage, "record_heartbeat", failed_heartbeat)
+    monkeypatch.setattr(optuna.Study, "tell", failed_tell)
+    out = tmp_path / "s"
+    optuna_log = io.StringIO()  # Optuna's own handler writes to the stderr of its import
+    handler = logging.StreamHandler(optuna_log)
+    logging.getLogger("optuna").addHandler(handler)
+    try:
+        assert main(_search_args(out, fake_mnist, "--epochs", "1", "--lr", "1e-3",
+                                 "--neg-log-sigma2", "6", "--pruner", "none", "--storage",
+                                 url)) == 2
+    finally:
+        logging.getLogger("optuna").removeHandler(handler)
+    assert optuna_log.getvalue().endswith("\nserver closed the connection of postgresql://"
+                                          "bbb%40server:***@db.example.org/study (password ***)\n")
+    captured = capfd.readouterr()
+    log = (out / "search.log").read_text()
+    assert "its heartbeat failed: (sqlite3" not in log and "its heartbeat failed" in log
+    assert "server closed the connection of postgresql://bbb%40server:***@db.example.org" in log
+    error = captured.err.strip().splitlines()[-1]
+    assert error.startswith("gluon-bbb: error: the study storage postgresql://bbb%40server:***@")
+    assert error.endswith("(password ***)")
+    files = "".join(path.read_text(errors="replace") for path in out.rglob("*") if path.is_file()
+                    and path.suffix in (".json", ".log", ".md", ""))
+    assert "Traceback" not in captured.err
+    assert not _password_in(captured.out + captured.err + files + optuna_log.getvalue())
+
+
 def test_report_of_a_folder_without_a_study_is_one_line(tmp_path, capsys):
     assert main(["search-report", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -419,12 +514,18 @@ PASSWORD = "s3cr@t/pa:ss%w rd"
 
 @pytest.fixture
 def protected_postgres():
-    """A PostgreSQL server whose role ``bbb`` must give its password (SCRAM) on 127.0.0.1:
-    yields the URL of its database ``study`` without the password."""
-    with _postgres_server("host all bbb 127.0.0.1/32 scram-sha-256\n") as (port, as_postgres):
+    """A PostgreSQL server whose roles ``bbb`` and ``bbb@srv`` (the user@server form of Azure
+    Database for PostgreSQL) must give the password (SCRAM) on 127.0.0.1: yields the URL of its
+    database ``study`` for ``bbb``, without the password."""
+    rules = "".join(f"host all {user} 127.0.0.1/32 scram-sha-256\n"
+                    for user in ("bbb", '"bbb@srv"'))
+    with _postgres_server(rules) as (port, as_postgres):
         quoted = PASSWORD.replace("'", "''")
         as_postgres("psql", "-h", "127.0.0.1", "-p", str(port), "-d", "study", "-c",
-                    f"CREATE ROLE bbb LOGIN PASSWORD '{quoted}'; ALTER DATABASE study OWNER TO bbb")
+                    f"CREATE ROLE bbb LOGIN PASSWORD '{quoted}'; "
+                    "ALTER DATABASE study OWNER TO bbb; "
+                    f"CREATE ROLE \"bbb@srv\" LOGIN PASSWORD '{quoted}'; "
+                    "GRANT CREATE, USAGE ON SCHEMA public TO \"bbb@srv\"")
         yield f"postgresql://bbb@127.0.0.1:{port}/study"
 
 
@@ -511,6 +612,40 @@ def test_a_search_on_a_password_protected_server_writes_its_password_nowhere(
     assert sessions[0]["command"].endswith(f" '--storage=postgresql://bbb:***@127.0.0.1:{port}/study'")
     assert sessions[1]["command"].endswith(f" --storage postgresql://bbb@127.0.0.1:{port}/study")
     assert "Command: `gluon-bbb search-report" in (out / "search.md").read_text()
+
+
+@pytest.mark.postgres
+def test_a_user_at_server_url_and_its_password_are_written_nowhere(
+        protected_postgres, tmp_path, fake_mnist, capfd, monkeypatch):
+    """The password in a URL of the user@server form (SQLAlchemy's user ``bbb@srv``), first
+    wrong (the driver's message is the one-line error), then right for a search, its report
+    and ``--print-best``: no file, log, message or attribute of the study holds it."""
+    monkeypatch.delenv("PGPASSWORD", raising=False)
+    monkeypatch.setenv("PGPASSFILE", str(tmp_path / "none"))
+    wrong_password = "wr0ng@pa:ss"
+    port = urllib.parse.urlsplit(protected_postgres).port
+    url, wrong = (protected_postgres.replace("bbb@", f"bbb@srv:{encoded}@") for encoded in
+                  (urllib.parse.quote(secret, safe="") for secret in (PASSWORD, wrong_password)))
+    out = tmp_path / "search"
+    args = _search_args(out, fake_mnist, "--epochs", "1", "--lr", "1e-3", "--neg-log-sigma2", "6",
+                        "--pruner", "none")
+    assert main(args + ["--storage", wrong]) == 2
+    err = capfd.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert 'password authentication failed for user "bbb@srv"' in err
+    assert f"postgresql://bbb%40srv:***@127.0.0.1:{port}/study" in err
+    assert not any(spelling in err for spelling in (wrong_password, "wr0ng", "pa%3Ass"))
+    assert main(args + ["--storage", url]) == 0
+    assert main(["search-report", str(out), "--storage", url, "--data-dir", str(fake_mnist),
+                 "--mc-samples", "2"]) == 0
+    assert main(["search-report", str(out), "--storage", url, "--print-best"]) == 0
+    (trial,) = _trials(out, url)
+    assert trial.state == optuna.trial.TrialState.COMPLETE
+    sessions = json.loads((out / trial.user_attrs["folder"] / "sessions.json").read_text())
+    shown = f"postgresql://bbb%40srv:***@127.0.0.1:{port}/study"
+    assert sessions[0]["command"].endswith(f" --storage '{shown}'")
+    assert (out / "search.log").is_file() and (out / "search.md").is_file()
+    assert not _leaks(out, url, *capfd.readouterr())
 
 
 @pytest.mark.postgres
