@@ -918,6 +918,48 @@ def test_kept_noise_is_read_only_by_the_backward_pass_of_its_own_draw(scenario, 
         np.testing.assert_array_equal(value, fresh_draws[name], err_msg=name)
 
 
+def test_the_key_output_carries_the_key_and_the_id_of_the_kept_draw():
+    """The operator's key output: the noise's 64-bit key, then the draw id of its kept noise,
+    each in four 16-bit pieces: id 0 for a draw that keeps nothing, a new one for each kept
+    draw (the number the backward pass looks its noise up by)."""
+    fused.load_fused_op()
+    zeros = nd.zeros((3, 4))
+    key = 3 + (7 << 16) + (5 << 40)
+
+    def key_output(keep_eps):
+        outputs = getattr(nd, fused.OP_NAME)(
+            zeros, zeros, num_tensors=1, return_eps=0, key=str(key),
+            **({"keep_eps": 1} if keep_eps else {}), **fused.prior_attributes(GaussianPrior(1.0)))
+        return outputs[2].asnumpy()
+
+    first, second, not_kept = key_output(True), key_output(True), key_output(False)
+    for output in (first, second, not_kept):
+        np.testing.assert_array_equal(output[:4], [3, 7, 5 << 8, 0])
+    ids = [int(sum(int(piece) << (16 * i) for i, piece in enumerate(output[4:])))
+           for output in (first, second, not_kept)]
+    assert ids[0] > 0 and ids[1] == ids[0] + 1 and ids[2] == 0
+
+
+def test_a_second_backward_pass_of_a_kept_draw_draws_eps_again():
+    """A backward pass frees the slot of its draw's kept noise; a second one (retain_graph)
+    draws eps again from the key and gives the same gradients bit for bit."""
+    prior = ScaleMixturePrior(0.5, 1.0, 0.0025)
+    mus = [nd.array(np.random.default_rng(1).normal(scale=0.005, size=(40, 25)))]
+    rhos = [nd.full((40, 25), -5.0)]
+    for array in mus + rhos:
+        array.attach_grad()
+    with autograd.record():
+        weights, complexity, _ = fused.variational_sample(mus, rhos, prior, key=7,
+                                                          return_eps=False, keep_eps=True)
+        objective = complexity + nd.sum(weights[0] * weights[0])
+    gradients = []
+    for retain_graph in (True, False):
+        objective.backward(retain_graph=retain_graph)
+        gradients.append([a.grad.asnumpy() for a in mus + rhos])
+    for first, second in zip(*gradients):
+        np.testing.assert_array_equal(first, second)
+
+
 # ------------------------------------------------------------------ the closed-form KL, fused
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_closed_form_kl_in_the_operator_matches_float64_numpy(dtype):
