@@ -67,8 +67,8 @@ def variational_sample(mus: Sequence[nd.NDArray], rhos: Sequence[nd.NDArray], pr
         pass, at most four, each of the draw's size: per weight 4 bytes (float32), 8 (float32
         with the scale mixture, or float64), 16 (float64 with the scale mixture). A backward
         pass frees its buffer's slot for the next draw; a draw whose backward pass never runs
-        holds its buffer until four later kept draws have taken the slots. The buffers stay
-        allocated, for reuse, until the process ends.
+        holds its buffer (read by no one) until a draw finds no free slot and takes the
+        oldest. The buffers stay allocated, for reuse, until the process ends.
 
     Returns
     -------

@@ -384,14 +384,16 @@ inline void fill_normal(Key key, uint32_t tensor, int64_t begin, double* eps, in
 // by a draw of its own byte count, else allocated afresh): per weight, 4 bytes for float32 with
 // the Gaussian prior or the closed-form KL, 8 for float32 with the scale mixture or float64
 // with the Gaussian prior, 16 for float64 with the scale mixture. A draw takes a free slot (its
-// backward pass has read it, which frees it, or it was never used), one whose buffer has its
-// byte count first, else the slot filled longest ago: a step of one sample reuses one buffer
-// (warm in the cache), a step of S samples S of them. A slot whose backward pass never runs
-// holds its buffer until four later kept draws have taken the slots; the buffers stay
-// allocated, for reuse, until the process ends. A buffer that a backward pass is reading while
-// a draw takes its slot (a shared_ptr held elsewhere) is never written: the draw allocates a
-// new one, and the old one is freed when that backward pass ends. Draws over kMaxBytes are not
-// kept.
+// backward pass has read it, which frees it, or it was never used): one whose buffer has its
+// byte count, else one never used, else any; else the slot filled longest ago. So a step of one
+// sample reuses one buffer (warm in the cache), a step of S samples S of them, and networks of
+// other sizes trained in turn keep a buffer each. A slot whose backward pass never runs stays
+// taken, its buffer held and read by no one, until a draw finds no free slot and takes it as
+// the oldest; the buffers stay allocated, for reuse, until the process ends. A buffer that a
+// backward pass is reading while a draw takes its slot (a shared_ptr held elsewhere) is never
+// written: the draw allocates a new one, and the old one is freed when that backward pass
+// ends. So the store holds at most kSlots buffers, and for a moment one more per backward pass
+// still reading. Draws over kMaxBytes are not kept.
 class NoiseStore {
  public:
   static constexpr int kSlots = 4;         // two samples a step and their backward passes
@@ -430,6 +432,8 @@ class NoiseStore {
     for (int i = 0; i < kSlots && pick < 0; ++i)  // a free slot whose buffer fits exactly
       if (slots_[i].id == 0 && slots_[i].buffer && slots_[i].buffer->size() == contents.bytes)
         pick = i;
+    for (int i = 0; i < kSlots && pick < 0; ++i)  // else one never used
+      if (!slots_[i].buffer) pick = i;
     if (pick < 0) {  // else a free slot (id 0), else the one filled longest ago
       pick = 0;
       for (int i = 1; i < kSlots; ++i)
