@@ -56,11 +56,19 @@ def variational_sample(mus: Sequence[nd.NDArray], rhos: Sequence[nd.NDArray], pr
         sample, or (a GaussianPrior only) its expectation KL(q || P) in closed form, the
         estimator of ``BBBLoss(kl='closed_form')``.
     keep_eps : bool
-        With ``return_eps=False``: keep the drawn eps inside the operator's library for the
-        backward pass (4 bytes a weight written and read back), which costs less than drawing
-        it again. It changes no value, only the cost; the training step sets it while autograd
-        records. The library keeps one buffer per draw awaiting its backward pass, at most four
-        (4 bytes a weight; 8 with the scale mixture, whose d log P / dw it keeps too).
+        With ``return_eps=False``: keep the drawn eps (and, with the scale mixture, d log P / dw)
+        inside the operator's library for this draw's backward pass, which costs less than
+        drawing it again; the training step sets it while autograd records. The kept values are
+        filed under a draw id of their own, which the operator passes to its backward pass, so
+        only the backward pass of this very draw reads them (not one of another draw under the
+        same key, nor of another dtype, nor of a draw with ``keep_eps=False``); a backward pass
+        that does not find them draws eps again. Values and gradients are therefore those of
+        ``keep_eps=False``, bit for bit. Memory: one buffer per draw awaiting its backward
+        pass, at most four, each of the draw's size: per weight 4 bytes (float32), 8 (float32
+        with the scale mixture, or float64), 16 (float64 with the scale mixture). A backward
+        pass frees its buffer's slot for the next draw; a draw whose backward pass never runs
+        holds its buffer (read by no one) until a draw finds no free slot and takes the
+        oldest. The buffers stay allocated, for reuse, until the process ends.
 
     Returns
     -------

@@ -8,7 +8,7 @@
 //   inputs   mu_1..mu_K, rho_1..rho_K [, eps_1..eps_K when eps_given=1]
 //   attributes  num_tensors, prior (gaussian: sigma; mixture: pi, sigma1, sigma2), and optional
 //               kl (monte_carlo, closed_form), eps_given, return_eps, keep_eps, key
-//   outputs  w_1..w_K, complexity (shape (1,)), key (shape (4,)) [, eps_1..eps_K when return_eps=1]
+//   outputs  w_1..w_K, complexity (shape (1,)), key (shape (8,)) [, eps_1..eps_K when return_eps=1]
 //
 //   eps ~ N(0, 1)                     drawn here, counter-based, keyed from MXNet's seed
 //   sigma = softplus(rho) = log(1 + exp(rho))
@@ -18,12 +18,13 @@
 //   log P: Gaussian N(0, s^2), or the scale mixture of Eq. (7)
 //   with kl=closed_form (Gaussian prior only), the complexity is instead its expectation under
 //   q, KL(q || P) = sum_j [log(s / sigma_j) + (sigma_j^2 + mu_j^2) / (2 s^2) - 1/2]
-//   key: the 64-bit key of the noise in four 16-bit pieces, exact in float32
+//   key: the 64-bit key of the noise, then the id of the draw's kept noise (0 when not kept),
+//        each in four 16-bit pieces, exact in float32
 //
 // eps is not an output unless asked for (the closed form needs it no more than the Monte Carlo
 // estimate does), which spares MXNet's zero gradients for it: with keep_eps=1 the forward keeps
-// it in a store of its own for the backward pass (see "the forward's noise, kept"); otherwise,
-// or when the store no longer holds it, the backward pass draws it again from the key.
+// it for its own backward pass (see "the forward's noise, kept"); otherwise, or when the store
+// no longer holds it, the backward pass draws it again from the key.
 // The backward pass gives d/dmu and d/drho of (the net's loss through w) + g * complexity.
 //
 // Determinism: eps_j of tensor t is Philox4x32-10 of the counter (j / 4, t) under a 64-bit key
@@ -110,6 +111,7 @@ class ErrorMessages {
 namespace {
 
 constexpr int64_t kChunk = 8192;  // values per chunk of work (a multiple of 4)
+constexpr unsigned kKeyOutputSize = 8;  // the noise's key and the draw id, 4 pieces each
 
 // ------------------------------------------------------------------ float32 math
 inline float bits_to_float(uint32_t bits) { float f; std::memcpy(&f, &bits, 4); return f; }
@@ -366,16 +368,32 @@ inline void fill_normal(Key key, uint32_t tensor, int64_t begin, double* eps, in
 
 // ------------------------------------------------------------------ the forward's noise, kept
 // The backward pass needs the forward's eps. Drawing it again from the key runs the generator
-// and Box-Muller a second time; keeping it costs 4 bytes a weight written and read back. With
-// keep_eps=1 (the training step, while autograd records), the forward writes its eps into a
-// buffer of this store, filed under the key and the tensors' sizes; the backward reads it when
-// it finds it and otherwise draws eps again. eps is a pure function of (key, tensor, position),
-// so any complete buffer under a key holds exactly the values a fresh draw would give: the
-// store changes what a step costs, never a value. It holds at most kSlots buffers, so a long
-// run's memory does not grow: a draw takes a slot whose backward pass has read it first, else
-// the least recently used one, so a step of one sample reuses one buffer (warm in the cache)
-// and a step of S samples S of them. A buffer a backward pass is reading (a shared_ptr held
-// elsewhere) is never written, only replaced.
+// and Box-Muller a second time; keeping it costs a write and a read of it. With keep_eps=1 (the
+// training step, while autograd records), the forward writes its eps (and the mixture's
+// d log P / dw, which depends on w, not only on the key) into a slot of this store, under a
+// draw id of its own: a number no other draw of the process has, from a 64-bit counter, which
+// the forward writes into its key output. The backward pass of a keep_eps=1 draw reads the id
+// from that output (MXNet hands every backward pass its own forward's outputs) and takes the
+// slot only if the slot still holds that id, and the same key, dtype, layout and sizes;
+// otherwise (the slot was taken by a later draw) it draws eps again, which gives the same values
+// bit for bit. So a slot is read by the backward pass of the forward that filled it, and by no
+// other: not by another draw under the same key (a given key, or mx.random.seed before each of
+// two networks), nor by a draw of another dtype, nor by a keep_eps=0 draw, which never looks.
+//
+// Memory: at most kSlots buffers, each the size of the draw it holds (a buffer is reused only
+// by a draw of its own byte count, else allocated afresh): per weight, 4 bytes for float32 with
+// the Gaussian prior or the closed-form KL, 8 for float32 with the scale mixture or float64
+// with the Gaussian prior, 16 for float64 with the scale mixture. A draw takes a free slot (its
+// backward pass has read it, which frees it, or it was never used): one whose buffer has its
+// byte count, else one never used, else any; else the slot filled longest ago. So a step of one
+// sample reuses one buffer (warm in the cache), a step of S samples S of them, and networks of
+// other sizes trained in turn keep a buffer each. A slot whose backward pass never runs stays
+// taken, its buffer held and read by no one, until a draw finds no free slot and takes it as
+// the oldest; the buffers stay allocated, for reuse, until the process ends. A buffer that a
+// backward pass is reading while a draw takes its slot (a shared_ptr held elsewhere) is never
+// written: the draw allocates a new one, and the old one is freed when that backward pass
+// ends. So the store holds at most kSlots buffers, and for a moment one more per backward pass
+// still reading. Draws over kMaxBytes are not kept.
 class NoiseStore {
  public:
   static constexpr int kSlots = 4;         // two samples a step and their backward passes
@@ -383,48 +401,72 @@ class NoiseStore {
 
   using Buffer = std::vector<unsigned char>;
 
+  // What a kept buffer holds, besides its id: the noise's key, the element type (sizeof T),
+  // whether d log P / dw follows eps, and the tensors' sizes.
+  struct Contents {
+    Key key;
+    int element_bytes = 0;
+    bool prior_grad = false;
+    std::vector<int64_t> sizes;
+    size_t bytes = 0;
+
+    bool operator==(const Contents& o) const {
+      return key.k0 == o.key.k0 && key.k1 == o.key.k1 && element_bytes == o.element_bytes &&
+             prior_grad == o.prior_grad && bytes == o.bytes && sizes == o.sizes;
+    }
+  };
+
   static NoiseStore& get() {
     static NoiseStore store;
     return store;
   }
 
-  // A buffer of `bytes` to write the noise of (key, sizes) into, and the slot to mark complete
-  // once it is written; nullptr (and -1) when the draw is too large to keep.
-  std::shared_ptr<Buffer> to_write(Key key, const std::vector<int64_t>& sizes, size_t bytes,
-                                   int* slot) {
+  // A buffer of contents.bytes to write a draw into, its draw id (never 0) and the slot to mark
+  // complete once it is written; nullptr (and id 0, slot -1) when the draw is too large to keep.
+  std::shared_ptr<Buffer> to_write(const Contents& contents, uint64_t* id, int* slot) {
+    *id = 0;
     *slot = -1;
-    if (bytes > kMaxBytes) return nullptr;
+    if (contents.bytes > kMaxBytes) return nullptr;
     std::lock_guard<std::mutex> hold(mutex_);
-    int pick = 0;
-    for (int i = 1; i < kSlots; ++i)
-      if (slots_[i].last_use < slots_[pick].last_use) pick = i;
+    int pick = -1;
+    for (int i = 0; i < kSlots && pick < 0; ++i)  // a free slot whose buffer fits exactly
+      if (slots_[i].id == 0 && slots_[i].buffer && slots_[i].buffer->size() == contents.bytes)
+        pick = i;
+    for (int i = 0; i < kSlots && pick < 0; ++i)  // else one never used
+      if (!slots_[i].buffer) pick = i;
+    if (pick < 0) {  // else a free slot (id 0), else the one filled longest ago
+      pick = 0;
+      for (int i = 1; i < kSlots; ++i)
+        if (slots_[i].id < slots_[pick].id) pick = i;
+    }
     Slot& chosen = slots_[pick];
-    if (!chosen.buffer || chosen.buffer.use_count() > 1) chosen.buffer = std::make_shared<Buffer>();
-    if (chosen.buffer->size() < bytes) chosen.buffer->resize(bytes);
-    chosen.key = key;
-    chosen.sizes = sizes;
-    chosen.bytes = bytes;
+    if (!chosen.buffer || chosen.buffer.use_count() > 1 || chosen.buffer->size() != contents.bytes)
+      chosen.buffer = std::make_shared<Buffer>(contents.bytes);
+    chosen.contents = contents;
+    chosen.id = ++last_id_;
     chosen.complete = false;
-    chosen.last_use = ++clock_;
+    *id = chosen.id;
     *slot = pick;
     return chosen.buffer;
   }
 
   // Marks the slot's buffer complete, unless another draw has taken the slot meanwhile.
-  void mark_complete(int slot, const Buffer* buffer) {
+  void mark_complete(int slot, uint64_t id) {
     if (slot < 0) return;
     std::lock_guard<std::mutex> hold(mutex_);
-    if (slots_[slot].buffer.get() == buffer) slots_[slot].complete = true;
+    if (slots_[slot].id == id) slots_[slot].complete = true;
   }
 
-  // The complete buffer of (key, sizes, bytes), or nullptr. Its slot is the next draw's first
-  // choice, as its backward pass has now taken it.
-  std::shared_ptr<Buffer> find(Key key, const std::vector<int64_t>& sizes, size_t bytes) {
+  // The complete buffer of draw `id`, if a slot still holds it with these contents, or nullptr.
+  // The slot is freed (the backward pass holds the buffer until it has read it): the next draw's
+  // first choice.
+  std::shared_ptr<Buffer> take(uint64_t id, const Contents& contents) {
+    if (id == 0) return nullptr;
     std::lock_guard<std::mutex> hold(mutex_);
     for (Slot& slot : slots_) {
-      if (slot.complete && slot.key.k0 == key.k0 && slot.key.k1 == key.k1 &&
-          slot.bytes == bytes && slot.sizes == sizes) {
-        slot.last_use = 0;
+      if (slot.id == id && slot.complete && slot.contents == contents) {
+        slot.id = 0;
+        slot.complete = false;
         return slot.buffer;
       }
     }
@@ -433,16 +475,14 @@ class NoiseStore {
 
  private:
   struct Slot {
-    Key key;
-    std::vector<int64_t> sizes;
-    size_t bytes = 0;
+    uint64_t id = 0;  // the draw it holds (ids grow with time); 0: free
+    Contents contents;
     bool complete = false;
-    uint64_t last_use = 0;
     std::shared_ptr<Buffer> buffer;
   };
   std::mutex mutex_;
   Slot slots_[kSlots];
-  uint64_t clock_ = 0;
+  uint64_t last_id_ = 0;  // the process's last draw id; 2^64 draws never wrap it
 };
 
 // Where each tensor's values start in a buffer holding all K tensors one after the other.
@@ -708,31 +748,54 @@ MXReturnValue infer_shape(const std::unordered_map<std::string, std::string>& at
     if (a.return_eps) out_shapes->at(k + 2 + t) = mu;
   }
   out_shapes->at(k) = {1};
-  out_shapes->at(k + 1) = {4};
+  out_shapes->at(k + 1) = {kKeyOutputSize};
   return MX_SUCCESS;
 }
 
-// The key as four 16-bit pieces (exact in float32 and float64), and back.
+// The key output: the noise's 64-bit key, then the draw id of its kept noise (0: not kept),
+// each as four 16-bit pieces (exact in float32 and float64); and back.
 template <typename T>
-void write_key(Key key, T* out) {
-  out[0] = static_cast<T>(key.k0 & 0xFFFFu);
-  out[1] = static_cast<T>(key.k0 >> 16);
-  out[2] = static_cast<T>(key.k1 & 0xFFFFu);
-  out[3] = static_cast<T>(key.k1 >> 16);
+void write_pieces(uint64_t value, T* out) {
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<T>((value >> (16 * i)) & 0xFFFFu);
+}
+
+template <typename T>
+uint64_t read_pieces(const T* in) {
+  uint64_t value = 0;
+  for (int i = 0; i < 4; ++i) value |= static_cast<uint64_t>(in[i]) << (16 * i);
+  return value;
+}
+
+template <typename T>
+void write_key(Key key, uint64_t draw_id, T* out) {
+  write_pieces((static_cast<uint64_t>(key.k1) << 32) | key.k0, out);
+  write_pieces(draw_id, out + 4);
 }
 
 template <typename T>
 Key read_key(const T* in) {
+  const uint64_t value = read_pieces(in);
   Key key;
-  key.k0 = static_cast<uint32_t>(in[0]) | (static_cast<uint32_t>(in[1]) << 16);
-  key.k1 = static_cast<uint32_t>(in[2]) | (static_cast<uint32_t>(in[3]) << 16);
+  key.k0 = static_cast<uint32_t>(value);
+  key.k1 = static_cast<uint32_t>(value >> 32);
   return key;
 }
 
-// Bytes a kept draw of n values takes: eps, and the mixture's d log P / dw.
+template <typename T>
+uint64_t read_draw_id(const T* in) {
+  return read_pieces(in + 4);
+}
+
+// What a kept draw of these tensors holds: eps, and the mixture's d log P / dw after it.
 template <typename T, bool Mixture, bool ClosedForm>
-size_t kept_bytes(int64_t n) {
-  return static_cast<size_t>(n) * sizeof(T) * (Mixture && !ClosedForm ? 2 : 1);
+NoiseStore::Contents kept_contents(Key key, const std::vector<int64_t>& sizes, int64_t total) {
+  NoiseStore::Contents contents;
+  contents.key = key;
+  contents.element_bytes = static_cast<int>(sizeof(T));
+  contents.prior_grad = Mixture && !ClosedForm;
+  contents.sizes = sizes;
+  contents.bytes = static_cast<size_t>(total) * sizeof(T) * (contents.prior_grad ? 2 : 1);
+  return contents;
 }
 
 template <typename T, bool Mixture, bool ClosedForm>
@@ -754,15 +817,16 @@ MXReturnValue forward_typed(const Attrs& a, std::vector<MXTensor>* inputs,
     }
     key = draw_key(states);
   }
-  write_key(a.eps_given ? Key() : key, outputs->at(k + 1).data<T>());
   // where this draw's eps goes when it is kept for the backward pass
   const std::vector<int64_t> offsets = offsets_of(sizes);
   int kept_slot = -1;
+  uint64_t draw_id = 0;
   std::shared_ptr<NoiseStore::Buffer> kept;
   const int64_t total = offsets[k - 1] + sizes[k - 1];
   if (a.keep_eps && !a.eps_given && !a.return_eps)
-    kept = NoiseStore::get().to_write(key, sizes, kept_bytes<T, Mixture, ClosedForm>(total),
-                                      &kept_slot);
+    kept = NoiseStore::get().to_write(kept_contents<T, Mixture, ClosedForm>(key, sizes, total),
+                                      &draw_id, &kept_slot);
+  write_key(a.eps_given ? Key() : key, draw_id, outputs->at(k + 1).data<T>());
   T* const kept_eps = kept ? reinterpret_cast<T*>(kept->data()) : nullptr;
   // the mixture's d log P / dw, kept after eps (the backward pass then needs no exponential)
   T* const kept_prior_grad = kept_eps && Mixture && !ClosedForm ? kept_eps + total : nullptr;
@@ -808,7 +872,7 @@ MXReturnValue forward_typed(const Attrs& a, std::vector<MXTensor>* inputs,
     for (int64_t size : sizes) n += size;
     complexity -= static_cast<double>(n) * (a.prior.c1 + 0.5);
   }
-  NoiseStore::get().mark_complete(kept_slot, kept.get());
+  NoiseStore::get().mark_complete(kept_slot, draw_id);
   outputs->at(k).data<T>()[0] = static_cast<T>(complexity);
   return MX_SUCCESS;
 }
@@ -831,8 +895,9 @@ MXReturnValue backward_typed(const Attrs& a, std::vector<MXTensor>* inputs,
   const std::vector<int64_t> offsets = offsets_of(sizes);
   const int64_t total = offsets[k - 1] + sizes[k - 1];
   std::shared_ptr<NoiseStore::Buffer> kept;  // the forward's eps, if it kept it
-  if (!a.eps_given && !a.return_eps)
-    kept = NoiseStore::get().find(key, sizes, kept_bytes<T, Mixture, ClosedForm>(total));
+  if (a.keep_eps && !a.eps_given && !a.return_eps)
+    kept = NoiseStore::get().take(read_draw_id(inputs->at(out0 + k + 1).data<T>()),
+                                  kept_contents<T, Mixture, ClosedForm>(key, sizes, total));
   const T* const kept_eps = kept ? reinterpret_cast<const T*>(kept->data()) : nullptr;
   const T* const kept_prior_grad = kept_eps && Mixture && !ClosedForm ? kept_eps + total : nullptr;
 #pragma omp parallel num_threads(num_threads_for(num_chunks))

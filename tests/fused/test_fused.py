@@ -839,6 +839,127 @@ def test_a_kept_eps_is_the_forward_draw_even_under_a_reused_key():
     np.testing.assert_array_equal(gradients[0], gradients[2])
 
 
+# ------------------------------------------------------------------ kept noise and its own draw
+KEPT_NOISE_SCENARIOS = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                    "kept_noise_scenarios.py")
+
+
+def _run_kept_noise_scenario(scenario, folder, engine=None):
+    """Runs a scenario of kept_noise_scenarios.py in a process of its own; its arrays by name."""
+    env = dict(os.environ, **{fused.ENV_SWITCH: "1"})
+    if engine is not None:
+        env["MXNET_ENGINE_TYPE"] = engine
+    out = os.path.join(str(folder), f"{scenario}-{engine}.npz")
+    run = subprocess.run([sys.executable, KEPT_NOISE_SCENARIOS, scenario, out], env=env,
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-3000:]
+    with np.load(out) as arrays:
+        return dict(arrays)
+
+
+@pytest.fixture(scope="module")
+def fresh_draws(tmp_path_factory):
+    """Every draw of the scenarios alone, in a process that keeps no noise."""
+    fused_or_skip()
+    return _run_kept_noise_scenario("fresh", tmp_path_factory.mktemp("fresh-draws"))
+
+
+def test_the_fresh_draws_have_the_float64_gradients(fresh_draws):
+    """The reference of the kept-noise scenarios against float64 NumPy: under key 7, eps is the
+    NumPy generator's; d/dmu = upstream - d log P / dw and d/drho = sigmoid(rho) (upstream eps
+    - 1 / sigma - d log P / dw eps) at w = mu + sigma eps."""
+    import kept_noise_scenarios as scenarios
+
+    def prior_gradient(w, prior):  # d log P / dw; the mixture's through its responsibilities
+        values = prior.values()
+        if "sigma" in values:
+            return -w / values["sigma"] ** 2
+        pi, sigma1, sigma2 = values["pi"], values["sigma1"], values["sigma2"]
+        a = np.log(pi) + ref.log_normal(w, sigma1)
+        b = np.log1p(-pi) + ref.log_normal(w, sigma2)
+        r1 = np.exp(a - np.logaddexp(a, b))
+        return -w * (r1 / sigma1 ** 2 + (1 - r1) / sigma2 ** 2)
+
+    checked = 0
+    for name, (network, dtype, prior, key) in scenarios.DRAWS.items():
+        if key == "seed3":  # the key MXNet's generator gives; the same code path as key 7
+            continue
+        mu, rho, upstream = (a.asnumpy().astype(np.float64)
+                             for a in scenarios.parameters(network, dtype))
+        eps = ref.counter_normals(key, 0, scenarios.WEIGHTS, np.dtype(dtype).type)
+        sigma = ref.softplus(rho)
+        w = mu + sigma * eps
+        dlogp = prior_gradient(w, prior)
+        sigmoid = 1 / (1 + np.exp(-rho))
+        rtol = 1e-4 if dtype == "float32" else 1e-7
+        np.testing.assert_allclose(fresh_draws[f"{name}/w"], w, rtol=rtol, atol=1e-9)
+        scale = np.max(np.abs(upstream - dlogp))
+        np.testing.assert_allclose(fresh_draws[f"{name}/mu_grad"], upstream - dlogp,
+                                   rtol=rtol, atol=rtol * scale)
+        expected = sigmoid * (upstream * eps - 1 / sigma - dlogp * eps)
+        np.testing.assert_allclose(fresh_draws[f"{name}/rho_grad"], expected,
+                                   rtol=rtol, atol=rtol * np.max(np.abs(expected)))
+        checked += 1
+    assert checked == 3
+
+
+@pytest.mark.parametrize("engine", ["NaiveEngine", "ThreadedEnginePerDevice"])
+@pytest.mark.parametrize("scenario", ["same-key", "reseeded", "kept-then-not-kept",
+                                      "float32-then-float64"])
+def test_kept_noise_is_read_only_by_the_backward_pass_of_its_own_draw(scenario, engine,
+                                                                      fresh_draws, tmp_path):
+    """Draws that share a key (a given one, or mx.random.seed before each of two networks of one
+    shape), a draw without keep_eps after one with it, and a float32 scale-mixture draw beside a
+    float64 Gaussian one of the same byte count: every draw's sample, complexity and gradients
+    are bit for bit those of the same draw alone in a process that keeps nothing."""
+    results = _run_kept_noise_scenario(scenario, tmp_path, engine)
+    assert len(results) == 8
+    for name, value in results.items():
+        np.testing.assert_array_equal(value, fresh_draws[name], err_msg=name)
+
+
+def test_the_key_output_carries_the_key_and_the_id_of_the_kept_draw():
+    """The operator's key output: the noise's 64-bit key, then the draw id of its kept noise,
+    each in four 16-bit pieces: id 0 for a draw that keeps nothing, a new one for each kept
+    draw (the number the backward pass looks its noise up by)."""
+    fused.load_fused_op()
+    zeros = nd.zeros((3, 4))
+    key = 3 + (7 << 16) + (5 << 40)
+
+    def key_output(keep_eps):
+        outputs = getattr(nd, fused.OP_NAME)(
+            zeros, zeros, num_tensors=1, return_eps=0, key=str(key),
+            **({"keep_eps": 1} if keep_eps else {}), **fused.prior_attributes(GaussianPrior(1.0)))
+        return outputs[2].asnumpy()
+
+    first, second, not_kept = key_output(True), key_output(True), key_output(False)
+    for output in (first, second, not_kept):
+        np.testing.assert_array_equal(output[:4], [3, 7, 5 << 8, 0])
+    ids = [int(sum(int(piece) << (16 * i) for i, piece in enumerate(output[4:])))
+           for output in (first, second, not_kept)]
+    assert ids[0] > 0 and ids[1] == ids[0] + 1 and ids[2] == 0
+
+
+def test_a_second_backward_pass_of_a_kept_draw_draws_eps_again():
+    """A backward pass frees the slot of its draw's kept noise; a second one (retain_graph)
+    draws eps again from the key and gives the same gradients bit for bit."""
+    prior = ScaleMixturePrior(0.5, 1.0, 0.0025)
+    mus = [nd.array(np.random.default_rng(1).normal(scale=0.005, size=(40, 25)))]
+    rhos = [nd.full((40, 25), -5.0)]
+    for array in mus + rhos:
+        array.attach_grad()
+    with autograd.record():
+        weights, complexity, _ = fused.variational_sample(mus, rhos, prior, key=7,
+                                                          return_eps=False, keep_eps=True)
+        objective = complexity + nd.sum(weights[0] * weights[0])
+    gradients = []
+    for retain_graph in (True, False):
+        objective.backward(retain_graph=retain_graph)
+        gradients.append([a.grad.asnumpy() for a in mus + rhos])
+    for first, second in zip(*gradients):
+        np.testing.assert_array_equal(first, second)
+
+
 # ------------------------------------------------------------------ the closed-form KL, fused
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_closed_form_kl_in_the_operator_matches_float64_numpy(dtype):
