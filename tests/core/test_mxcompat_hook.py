@@ -258,7 +258,7 @@ def test_a_user_site_install_applies_the_stand_ins(tmp_path):
     """The wheel installed with ``pip install --user`` by this environment's base interpreter
     (a virtual environment hides the user site): the hook is imported from the user site and
     applies the stand-ins before MXNet executes (an ``mxnet`` stand-in that records it, with
-    this environment's numpy)."""
+    this environment's numpy and setuptools)."""
     base = getattr(sys, "_base_executable", sys.executable)
     repository = COMPAT_FILE.parents[1]
     if not (repository / "setup.py").is_file():
@@ -279,8 +279,10 @@ def test_a_user_site_install_applies_the_stand_ins(tmp_path):
         compat = sys.modules.get("gluon_bbb._mxcompat")
         SEEN = {"compat": compat and compat.__file__, "added": compat and compat.added()}
         """), encoding="utf-8")
-    numpy_folder = Path(__import__("numpy").__file__).parent
-    (programs / "numpy").symlink_to(numpy_folder, target_is_directory=True)
+    for name in ("numpy", "numpy.libs", "setuptools", "_distutils_hack"):  # this environment's
+        for folder in ENVIRONMENT:
+            if (Path(folder) / name).is_dir() and not (programs / name).exists():
+                (programs / name).symlink_to(Path(folder) / name, target_is_directory=True)
     code = textwrap.dedent("""
         import json, site, sys
         import mxnet
