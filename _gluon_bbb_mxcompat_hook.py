@@ -28,10 +28,12 @@ import sys
 __all__ = ["PTH_LINE", "MXNetFinder", "install"]
 
 #: The one line of ``gluon_bbb-mxnet-compat.pth`` (setup.py writes it from this constant). The
-#: hook is imported only when it can be found, so a startup file left behind by a broken
+#: hook is imported only where the import system finds it (asked as importlib.util.find_spec
+#: asks, without importing importlib.util), so a startup file left behind by a broken
 #: uninstall does nothing, silently.
-PTH_LINE = ('import os; os.environ.get("GLUON_BBB_NUMPY_COMPAT", "1") == "0" '
-            'or __import__("importlib.util").util.find_spec("_gluon_bbb_mxcompat_hook") is None '
+PTH_LINE = ('import os, sys; os.environ.get("GLUON_BBB_NUMPY_COMPAT", "1") == "0" '
+            'or not any(hasattr(finder, "find_spec") '
+            'and finder.find_spec("_gluon_bbb_mxcompat_hook", None) for finder in sys.meta_path) '
             'or __import__("_gluon_bbb_mxcompat_hook").install()\n')
 
 #: The name the compatibility module has in the package (``import gluon_bbb`` reuses it).
