@@ -117,7 +117,7 @@ class MXNetFinder:
                     break
             else:
                 return None
-        except Exception:  # the import system asks again, without this finder
+        except Exception:  # a finder's own error: the import system meets it as without the hook
             self.uninstall()
             return None
         finally:
