@@ -134,6 +134,27 @@ def test_float32_closed_form_kl_is_accurate_where_q_is_close_to_the_prior(deviat
     np.testing.assert_allclose(terms[:50], exact_terms, rtol=1e-6)
 
 
+@pytest.mark.parametrize("deviation", [1e-1, 1e-2, 1e-3, 1e-4, 1e-6, -1e-3, -1e-5])
+def test_float32_kl_gradient_near_the_prior_is_the_closed_form(deviation):
+    """d KL / d sigma = (sigma^2 - s^2) / (sigma s^2) and d KL / d mu = (mu - m) / s^2, in
+    float32 near r = 1, within 1e-6 of the float64 closed form at the same float32 inputs."""
+    rng = np.random.default_rng(3)
+    mean = rng.normal(scale=0.5, size=200).astype(np.float32)
+    std = np.exp(rng.uniform(-5.0, 0.0, size=200)).astype(np.float32)
+    sigma = (std * np.float32(1.0 + deviation)).astype(np.float32)
+    mu = (mean + np.float32(0.002) * std).astype(np.float32)
+    mu_nd, sigma_nd = nd.array(mu), nd.array(sigma)
+    for array in (mu_nd, sigma_nd):
+        array.attach_grad()
+    with autograd.record():
+        kl = DiagonalGaussianPrior([mean], [std]).sum_kl(mu_nd, sigma_nd, index=0)
+    kl.backward()
+    s64, std64 = sigma.astype(np.float64), std.astype(np.float64)
+    np.testing.assert_allclose(sigma_nd.grad.asnumpy(), (s64 ** 2 - std64 ** 2) / (s64 * std64 ** 2),
+                               rtol=1e-6)
+    np.testing.assert_allclose(mu_nd.grad.asnumpy(),
+                               (mu.astype(np.float64) - mean) / std64 ** 2, rtol=1e-6)
+
 def test_float32_kl_terms_are_accurate_across_ratios():
     """From r = 0.01 to r = 100, where the series and the direct form of atanh(u) - u meet
     (|u| = 0.1, r = 11/9 and 9/11) included: each term within 1e-6 of the exact one."""
