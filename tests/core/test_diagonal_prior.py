@@ -150,8 +150,8 @@ def test_float32_kl_gradient_near_the_prior_is_the_closed_form(deviation):
         kl = DiagonalGaussianPrior([mean], [std]).sum_kl(mu_nd, sigma_nd, index=0)
     kl.backward()
     s64, std64 = sigma.astype(np.float64), std.astype(np.float64)
-    np.testing.assert_allclose(sigma_nd.grad.asnumpy(), (s64 ** 2 - std64 ** 2) / (s64 * std64 ** 2),
-                               rtol=1e-6)
+    np.testing.assert_allclose(sigma_nd.grad.asnumpy(),
+                               (s64 ** 2 - std64 ** 2) / (s64 * std64 ** 2), rtol=1e-6)
     np.testing.assert_allclose(mu_nd.grad.asnumpy(),
                                (mu.astype(np.float64) - mean) / std64 ** 2, rtol=1e-6)
 
