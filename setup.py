@@ -11,21 +11,20 @@ from setuptools import find_packages, setup
 from setuptools.command.build_py import build_py
 from setuptools.command.editable_wheel import editable_wheel
 
-#: The startup file that applies MXNet's stand-ins for removed numpy names before a first
-#: ``import mxnet`` (gluon_bbb/_mxcompat.py), at the top of site-packages.
+#: The startup hook that applies MXNet's stand-ins for removed numpy names before a first
+#: ``import mxnet`` (gluon_bbb/_mxcompat.py): a top-level module, installed with the package,
+#: and the one-line startup file that imports it, at the top of site-packages.
+HOOK_MODULE = "_gluon_bbb_mxcompat_hook"
 STARTUP_FILE = "gluon_bbb-mxnet-compat.pth"
-COMPATIBILITY_MODULE = "gluon_bbb/_mxcompat.py"
 
 
 def startup_line():
-    """The one line of :data:`STARTUP_FILE`: run the compatibility module's ``STARTUP_CODE``
-    (read from its source, not imported) unless GLUON_BBB_NUMPY_COMPAT=0."""
-    with open(COMPATIBILITY_MODULE, encoding="utf-8") as handle:
+    """The one line of :data:`STARTUP_FILE`: the hook module's ``PTH_LINE``, read from its
+    source (not imported)."""
+    with open(HOOK_MODULE + ".py", encoding="utf-8") as handle:
         tree = ast.parse(handle.read())
-    code = next(ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
-                and [getattr(target, "id", None) for target in node.targets] == ["STARTUP_CODE"])
-    return ('import os; os.environ.get("GLUON_BBB_NUMPY_COMPAT", "1") == "0" or exec('
-            + repr(code) + ")\n")
+    return next(ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+                and [getattr(target, "id", None) for target in node.targets] == ["PTH_LINE"])
 
 
 class BuildWithStartupFile(build_py):
@@ -41,14 +40,16 @@ class BuildWithStartupFile(build_py):
 
     def get_output_mapping(self):
         mapping = super().get_output_mapping()
-        mapping[os.path.join(self.build_lib, STARTUP_FILE)] = COMPATIBILITY_MODULE
+        mapping[os.path.join(self.build_lib, STARTUP_FILE)] = HOOK_MODULE + ".py"
         return mapping
 
 
 class EditableWithStartupFile(editable_wheel):
     """editable_wheel (``pip install -e``) whose wheel also holds :data:`STARTUP_FILE`: an
     editable wheel carries only what points at the checkout, so it is added to the finished
-    wheel, with its line in RECORD (the wheel format's hash and size)."""
+    wheel, with its line in RECORD (the wheel format's hash and size). The hook module is
+    served from the checkout by setuptools' ``__editable__`` startup file, which sorts, and so
+    runs, before this one."""
 
     def run(self):
         super().run()
@@ -105,9 +106,11 @@ setup(
         "Topic :: Scientific/Engineering :: Artificial Intelligence",
     ],
     packages=find_packages(include=["gluon_bbb", "gluon_bbb.*"]),
+    py_modules=[HOOK_MODULE],
     # The fused operator's C++ source; it is compiled on first use, never shipped built.
     package_data={"gluon_bbb.fused": ["*.cc"]},
-    python_requires=">=3.9,<3.14",  # tested on 3.9 to 3.13
+    # supported: 3.9 to 3.13 (MXNet 1.9.1's wheel, numpy's); CI tests 3.11, 3.12 and 3.13
+    python_requires=">=3.9,<3.14",
     # requirements.txt holds them, with the reasons for the version markers
     install_requires=read_requirements(),
     extras_require={

@@ -19,11 +19,11 @@ numpy versions that lack it, what stands in for it and the MXNet line that reads
 is a dependency there). :func:`apply` installs them, setting a name only where numpy lacks it:
 nothing numpy still has is replaced (numpy 2 has ``np.bool`` again, as ``np.bool_``, and keeps
 it). ``import gluon_bbb`` calls it first. So that ``import mxnet`` works when a student types it
-*before* ``import gluon_bbb``, the package installs a startup file,
-``gluon_bbb-mxnet-compat.pth``, at the top of site-packages, as setuptools does for
-``distutils``: at every interpreter start Python runs its one line, :data:`STARTUP_CODE`, which
-imports nothing and puts a finder on ``sys.meta_path``; the first ``import mxnet`` asks it, and it
-steps aside, loads this file alone (neither the package nor MXNet) and calls :func:`apply`.
+*before* ``import gluon_bbb``, the package installs a startup hook at the top of site-packages,
+as setuptools does for ``distutils``: the module ``_gluon_bbb_mxcompat_hook`` and the one-line
+startup file ``gluon_bbb-mxnet-compat.pth`` that imports it. Its finder answers only for
+``mxnet`` and, just before MXNet executes, loads this file by its path (neither the package nor
+anything else on ``sys.path``) and calls :func:`apply`; see that module for how it fails soft.
 ``GLUON_BBB_NUMPY_COMPAT=0`` switches the startup file off. ``tests/core/test_mxcompat_numpy.py``
 pins every stand-in as still needed (MXNet's line still reads it; the installed numpy lacks
 exactly the names whose version ranges cover it) and all of them as enough (after :func:`apply`,
@@ -41,7 +41,7 @@ from typing import Any, Callable, List, NamedTuple, Optional, Tuple
 __all__ = ["parameter_arrays", "set_parameter_array", "dense_settings", "conv_settings",
            "dataset_arrays", "structural_parameters", "trainer_updaters", "trainer_parameters",
            "update_counts", "set_update_counts", "trial_id",
-           "NumpyShim", "NUMPY_SHIMS", "DISTUTILS_SHIM", "STARTUP_CODE", "apply", "added",
+           "NumpyShim", "NUMPY_SHIMS", "DISTUTILS_SHIM", "apply", "added",
            "missing_from_numpy", "numpy_version"]
 
 
@@ -120,44 +120,6 @@ def trial_id(trial):
 
 
 # ---------------------------------------------------------------------------- removed names
-#: The code of the startup file ``gluon_bbb-mxnet-compat.pth`` (setup.py writes it there, in one
-#: line, read from this constant): a ``sys.meta_path`` finder that, on the first ``import mxnet``,
-#: steps aside, loads this module alone and calls :func:`apply`.
-STARTUP_CODE = '''\
-import sys
-
-
-class GluonBBBBeforeMXNet:
-    """Apply gluon_bbb._mxcompat before the first import of mxnet; finds nothing itself."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name != "mxnet":
-            return None
-        if self in sys.meta_path:
-            sys.meta_path.remove(self)
-        module = sys.modules.get("gluon_bbb._mxcompat")
-        if module is None:
-            import importlib.util
-            import os.path
-            package = importlib.util.find_spec("gluon_bbb")
-            if package is None or not package.submodule_search_locations:
-                return None
-            location = list(package.submodule_search_locations)[0]
-            spec = importlib.util.spec_from_file_location(
-                "gluon_bbb._mxcompat", os.path.join(location, "_mxcompat.py"))
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[spec.name] = module
-            spec.loader.exec_module(module)
-        module.apply()
-        return None
-
-
-if "mxnet" not in sys.modules and not any(type(finder).__name__ == "GluonBBBBeforeMXNet"
-                                          for finder in sys.meta_path):
-    sys.meta_path.insert(0, GluonBBBBeforeMXNet())
-'''
-
-
 class NumpyShim(NamedTuple):
     """One name MXNet 1.9.1 reads from numpy that some numpy versions lack."""
 
@@ -325,9 +287,9 @@ def _ensure_distutils() -> None:
 def apply() -> List[str]:
     """Give numpy and the standard library what MXNet 1.9.1 reads and they lack.
 
-    Idempotent and cheap after the first call. Sets each name of :data:`NUMPY_SHIMS` that the
-    installed numpy lacks (never one it has), then makes ``distutils.version`` importable on
-    Python 3.12 and later.
+    Idempotent and cheap after the first call. Makes ``distutils.version`` importable on Python
+    3.12 and later, then sets each name of :data:`NUMPY_SHIMS` that the installed numpy lacks
+    (never one it has). All or nothing: if it raises, numpy has none of the names.
 
     Returns
     -------
@@ -341,11 +303,13 @@ def apply() -> List[str]:
     global _applied
     if not _applied:
         import numpy
-        for name in missing_from_numpy(numpy, [shim.name for shim in NUMPY_SHIMS]):
-            shim = next(shim for shim in NUMPY_SHIMS if shim.name == name)
-            setattr(numpy, name, shim.make(numpy))
-            _added.append(name)
         _ensure_distutils()
+        # every stand-in made before any is set: an error leaves numpy as it was
+        missing = set(missing_from_numpy(numpy, [shim.name for shim in NUMPY_SHIMS]))
+        stand_ins = {shim.name: shim.make(numpy) for shim in NUMPY_SHIMS if shim.name in missing}
+        for name, value in stand_ins.items():
+            setattr(numpy, name, value)
+            _added.append(name)
         _applied = True
     return list(_added)
 

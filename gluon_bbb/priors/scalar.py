@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 
-from .._math import LOG_SQRT_2PI, get_F, softplus, sum_of_squares, total
+from .._math import LOG_SQRT_2PI, get_F, kl_normal_scales, softplus, sum_of_squares, total
 from .base import Prior
 
 __all__ = ["GaussianPrior", "ScaleMixturePrior"]
@@ -96,7 +96,9 @@ class GaussianPrior(Prior):
 
         the expectation under q of the paper's Monte Carlo complexity log q(w | theta) -
         log P(w) (Eq. 8), which the paper notes has closed forms for some prior-posterior
-        pairs (section 3.1; Kingma & Welling 2014, appendix B).
+        pairs (section 3.1; Kingma & Welling 2014, appendix B). The terms of sigma_j are
+        summed as :func:`~gluon_bbb._math.kl_normal_scales`, accurate also where sigma_j is
+        close to s, and those of mu_j as one sum of squares, sum_j mu_j^2 / (2 s^2).
 
         Parameters
         ----------
@@ -112,10 +114,10 @@ class GaussianPrior(Prior):
         NDArray or Symbol, (1,)
         """
         F = F or get_F(mu)
-        alpha, c = self._terms(F, self._raw(F, mu, raw))  # alpha = -1/(2 s^2), c = -log s - log sqrt(2 pi)
-        quadratic = (sum_of_squares(F, sigma) + sum_of_squares(F, mu)) * (-alpha)
-        return quadratic - total(F, F.log(sigma)) + total(F, F.ones_like(mu)) * (
-            -c - (LOG_SQRT_2PI + 0.5))
+        raw = self._raw(F, mu, raw)
+        alpha, _ = self._terms(F, raw)  # alpha = -1 / (2 s^2)
+        s = self._sigma if raw is None else F.exp(raw["log_sigma"])
+        return total(F, kl_normal_scales(F, sigma, s)) - sum_of_squares(F, mu) * alpha
 
 
 class ScaleMixturePrior(Prior):

@@ -119,3 +119,32 @@ class _SumBlock(gluon.HybridBlock):
 
     def hybrid_forward(self, F, w):
         return self.prior.sum_log_prob(w, F)
+
+
+@pytest.mark.parametrize("learnable", [False, True])
+@pytest.mark.parametrize("deviation", [1e-2, 1e-4, 1e-6, -1e-3, -1e-5])
+def test_float32_gaussian_closed_form_kl_is_accurate_near_the_prior(deviation, learnable):
+    """KL(N(mu, sigma^2) || N(0, s^2)) summed over 1,000 weights in float32 with sigma_j = s (1 +
+    deviation) and small mu_j: within 2e-6 of the exact value (40-digit decimal arithmetic on
+    the same float32 numbers), for a fixed s and a learned one (a (1,) array); the textbook form
+    was off by 50% from |r - 1| = 1e-4 on."""
+    import decimal
+    rng = np.random.default_rng(5)
+    s = 0.37
+    sigma = np.full(1000, np.float32(s) * np.float32(1.0 + deviation), dtype=np.float32)
+    mu = (rng.normal(size=1000) * 1e-3 * s).astype(np.float32)
+    prior = GaussianPrior(s, learnable=learnable)
+    if learnable:
+        prior.initialize(mx.cpu(), "float32")
+    kl = prior.sum_kl(nd.array(mu), nd.array(sigma))
+    assert kl.dtype == np.float32
+    # the s the float32 arithmetic uses: float32(s), or exp of float32(log s) by MXNet's kernel
+    s_used = float(nd.exp(nd.array([math.log(s)])).asnumpy()[0] if learnable else np.float32(s))
+    assert prior.sigma == pytest.approx(s_used, rel=1e-6)
+    with decimal.localcontext() as context:
+        context.prec = 40
+        d_s = decimal.Decimal(s_used)
+        exact = sum(((decimal.Decimal(float(b)) / d_s) ** 2 - 1
+                     + (decimal.Decimal(float(a)) / d_s) ** 2) / 2
+                    - (decimal.Decimal(float(b)) / d_s).ln() for a, b in zip(mu, sigma))
+    assert abs(kl.asnumpy()[0] / float(exact) - 1.0) < 2e-6, (kl.asnumpy()[0], float(exact))
