@@ -190,14 +190,14 @@ def test_the_public_api_has_type_hints():
 
 def test_the_tests_are_laid_out_like_the_package():
     """tests/<part>/ for each part of the package (core: the modules at the top), and at the top
-    only the package-wide tests (this file, the notebooks, the book, a notebook in JupyterLab)
-    and shared helpers."""
+    only the package-wide tests (this file, the notebooks, the book, a notebook in JupyterLab,
+    the links of the documents) and shared helpers."""
     tests = PACKAGE.parent / "tests"
     parts = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
     folders = {p.name for p in tests.iterdir() if p.is_dir() and p.name != "__pycache__"}
     assert folders <= parts | {"core"}, folders - parts
     top = {p.name for p in tests.glob("test_*.py")}
     assert top == {"test_architecture.py", "test_book.py", "test_jupyterlab.py",
-                   "test_notebooks.py"}, top
+                   "test_links.py", "test_notebooks.py"}, top
     for folder in folders:
         assert list((tests / folder).glob("test_*.py")), folder
