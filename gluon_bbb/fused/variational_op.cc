@@ -206,7 +206,10 @@ struct Prior {
 template <typename T, bool Mixture>
 struct PriorT {
   T c1, k1, c2, k2;
-  explicit PriorT(const Prior& p) : c1(T(p.c1)), k1(T(p.k1)), c2(T(p.c2)), k2(T(p.k2)) {}
+  T s;  // the Gaussian's standard deviation, sqrt(1 / (2 k1)) (the closed-form KL's)
+  explicit PriorT(const Prior& p)
+      : c1(T(p.c1)), k1(T(p.k1)), c2(T(p.c2)), k2(T(p.k2)),
+        s(T(p.k1 > 0 ? std::sqrt(0.5 / p.k1) : 0.0)) {}
 
   // log P(w) without the -log(2 pi)/2 constant.
   inline T log_prob(T w) const {
@@ -538,33 +541,62 @@ double forward_chunk(const PriorT<T, Mixture>& prior, const T* mu, const T* rho,
   return static_cast<double>(log_q) - static_cast<double>(log_p);
 }
 
-// sum_j [-log sigma_j + k1 (sigma_j^2 + mu_j^2)] over one chunk, also writing w: the closed-form
-// KL to the Gaussian prior (k1 = 1/(2 s^2)) without its constant, n (log s - 1/2).
+// (r^2 - 1) / 2 - log r with r = sigma / s: the part of KL(N(mu, sigma^2) || N(0, s^2)) that
+// depends on the standard deviations (gluon_bbb._math.kl_normal_scales, the same formula). Near
+// r = 1 the textbook form cancels, so there, with u = (sigma - s) / (sigma + s) (exact to
+// rounding), r = (1 + u) / (1 - u) and log r = 2 atanh(u):
+//   2 u^2 (2 - u) / (1 - u)^2 - 2 (u^3/3 + u^5/5 + ... + u^15/15)   for |u| < 0.1;
+// elsewhere t (t + 2) / 2 - log(sigma / s) with t = (sigma - s) / s.
+template <typename T>
+inline T kl_scales(T sigma, T s, T inv_s) {
+  const T difference = sigma - s;
+  const T u = difference / (sigma + s);
+  const T uc = u < T(-0.5) ? T(-0.5) : (u > T(0.5) ? T(0.5) : u);
+  const T v = uc * uc;
+  T series = T(1) / T(15);
+  series = T(1) / T(13) + v * series;
+  series = T(1) / T(11) + v * series;
+  series = T(1) / T(9) + v * series;
+  series = T(1) / T(7) + v * series;
+  series = T(1) / T(5) + v * series;
+  series = T(1) / T(3) + v * series;
+  const T one_minus = T(1) - uc;
+  const T near = T(2) * v * (T(2) - uc) / (one_minus * one_minus) - T(2) * uc * v * series;
+  const T t = difference * inv_s;
+  const T far = T(0.5) * t * (t + T(2)) - log_(sigma * inv_s);
+  return (u < T(0.1) && u > T(-0.1)) ? near : far;
+}
+
+// sum_j [(r_j^2 - 1) / 2 - log r_j + k1 mu_j^2] over one chunk, also writing w: the closed-form
+// KL to the Gaussian prior N(0, s^2), k1 = 1/(2 s^2), r_j = sigma_j / s.
 template <typename T>
 double kl_forward_chunk(const PriorT<T, false>& prior, const T* mu, const T* rho, const T* eps,
                         T* w, int64_t n) {
+  const T s = prior.s, inv_s = T(1) / prior.s;
   T acc = T(0);
 #pragma omp simd reduction(+ : acc)
   for (int64_t i = 0; i < n; ++i) {
     const T sigma = softplus(rho[i]);
     w[i] = mu[i] + sigma * eps[i];
-    acc += prior.k1 * (sigma * sigma + mu[i] * mu[i]) - log_(sigma);
+    acc += kl_scales(sigma, s, inv_s) + prior.k1 * mu[i] * mu[i];
   }
   return static_cast<double>(acc);
 }
 
-// The closed form's backward: d KL / d mu = 2 k1 mu, d KL / d sigma = 2 k1 sigma - 1 / sigma.
+// The closed form's backward: d KL / d mu = 2 k1 mu, d KL / d sigma = 2 k1 sigma - 1 / sigma,
+// written (sigma - s)(sigma + s) 2 k1 / sigma so that it does not cancel near sigma = s.
 template <typename T>
 void kl_backward_chunk(const PriorT<T, false>& prior, T g_complexity, const T* g_w, const T* mu,
                        const T* rho, const T* eps, T* g_mu, T* g_rho, int64_t n) {
-  const T two_k1 = T(2) * prior.k1;
+  const T two_k1 = T(2) * prior.k1, s = prior.s;
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     T sigma, dsigma_drho;
     softplus_and_sigmoid(rho[i], &sigma, &dsigma_drho);
     const T gw = g_w ? g_w[i] : T(0);
     g_mu[i] = gw + g_complexity * two_k1 * mu[i];
-    g_rho[i] = dsigma_drho * (gw * eps[i] + g_complexity * (two_k1 * sigma - T(1) / sigma));
+    g_rho[i] = dsigma_drho * (gw * eps[i] + g_complexity * ((sigma - s) * (sigma + s) * two_k1 /
+                                                           sigma));
   }
 }
 
@@ -863,15 +895,9 @@ MXReturnValue forward_typed(const Attrs& a, std::vector<MXTensor>* inputs,
                                                    : nullptr);
     }
   }
-  // Both log q and log P carry -log(2 pi)/2 per value; they cancel and are left out. The
-  // closed form's constant is n (log s - 1/2) = -n (c1 + 1/2).
+  // Both log q and log P carry -log(2 pi)/2 per value; they cancel and are left out.
   double complexity = 0.0;
   for (double p : partial) complexity += p;
-  if constexpr (ClosedForm) {
-    int64_t n = 0;
-    for (int64_t size : sizes) n += size;
-    complexity -= static_cast<double>(n) * (a.prior.c1 + 0.5);
-  }
   NoiseStore::get().mark_complete(kept_slot, draw_id);
   outputs->at(k).data<T>()[0] = static_cast<T>(complexity);
   return MX_SUCCESS;

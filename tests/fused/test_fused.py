@@ -1023,6 +1023,27 @@ def test_closed_form_kl_in_the_operator_has_the_analytic_gradient(keep_eps):
         np.testing.assert_allclose(fused_grads[tensor].flat[flat], numeric, rtol=1e-6, atol=1e-9)
 
 
+@pytest.mark.parametrize("gap", [1e-2, 1e-3, 1e-4, -1e-3, -1e-4])
+def test_closed_form_kl_in_the_operator_is_accurate_near_the_prior(gap):
+    """float32, sigma = s (1 + gap) and mu = 0 (the state right after a posterior is made the
+    prior): the operator's KL against the exact (r^2 - 1)/2 - log r (40 digits) of the sigma it
+    computes with. softplus(rho) in float32 carries a few ulps, which move r - 1 by about
+    ulp / gap relative to itself; the bound allows 4 ulps of that and 1e-5 besides (the
+    textbook form, summed with its constant, was off by 56% at gap 1e-3)."""
+    from decimal import Decimal, getcontext
+    getcontext().prec = 40
+    s = 0.37
+    sigma = np.float32(s * (1 + gap))
+    rho = np.float32(np.log(np.expm1(np.float64(sigma))))
+    rhos = [nd.array(np.full(1000, rho, np.float32))]
+    _, kl, _ = fused.variational_sample([nd.zeros(1000)], rhos, GaussianPrior(s),
+                                        return_eps=False, kl="closed_form")
+    r = Decimal(float(np.log1p(np.exp(np.float64(rho))))) / Decimal(s)
+    exact = float(1000 * ((r * r - 1) / 2 - r.ln()))
+    bound = 1e-5 + 2 * 4 * float(np.finfo(np.float32).eps) / abs(gap)
+    assert abs(kl.asscalar() / exact - 1) < bound
+
+
 def test_closed_form_kl_in_the_operator_needs_the_gaussian_prior():
     mus, rhos, _ = random_parameters("float32")
     with pytest.raises(ValueError, match="closed_form"):
