@@ -118,7 +118,7 @@ def _reason(error, timeout, temporary):
         if not isinstance(error, (TimeoutError, socket.timeout)):
             return str(getattr(error, "reason", error))
     if isinstance(error, (TimeoutError, socket.timeout)):
-        return f"no answer within {timeout:g} s (timed out)"
+        return f"timed out (no answer for {timeout:g} s)"
     if isinstance(error, ChecksumError):
         return str(error).replace(f"{temporary}: ", "")
     if isinstance(error, ConnectionError) and str(error).startswith("the connection closed"):
@@ -176,7 +176,7 @@ def _fetch_missing(folder, data_file, progress, timeout):
 
 
 def _all_failed_message(folder, data_file, failures):
-    tried = "; ".join(failures) if failures else "no source"
+    tried = "; ".join(failures) if failures else "no source to try"
     published = data_file.name if data_file.text else data_file.name + "[.gz]"
     return (f"could not download {data_file.dataset}/{data_file.name}, every source failed: "
             f"{tried}. To fix: on a machine with network, download {published} from one of "
