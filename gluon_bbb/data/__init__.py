@@ -60,6 +60,7 @@ __all__ = [
     "idx_filenames",
     "read_idx",
     "find_data_dir",
+    "find_or_fetch",
     "preprocess",
     "load_raw",
     "load_dataset",
@@ -156,18 +157,48 @@ def load_raw(name="mnist", split="train", data_dir=None, download=True):
     """
     datafolders.check_name(name)
     datafolders.check_split(split)
+    return _read_split(find_or_fetch(name, data_dir, download), split)
+
+
+def find_or_fetch(name: str = "mnist", data_dir=None, download: bool = True,
+                  progress: bool = True):
+    """The folder holding the four IDX files of a data set: the first in search order (see
+    :func:`find_data_dir`), else downloaded (:func:`gluon_bbb.data.fetch.fetch`).
+
+    Parameters
+    ----------
+    name : {"mnist", "fashion-mnist"}
+    data_dir : str or os.PathLike, optional
+        Searched first; see :func:`find_data_dir`.
+    download : bool
+        Download the files when no folder holds them.
+    progress : bool
+        Show a progress bar while downloading.
+
+    Returns
+    -------
+    pathlib.Path
+
+    Raises
+    ------
+    ValueError
+        Unknown ``name``.
+    DataNotFoundError
+        The files are nowhere, and downloading is off or failed; the message lists every
+        folder searched and, after a download, every source tried and why it failed.
+    """
+    datafolders.check_name(name)
     folder, searched = datafolders.search_data_dir(name, data_dir)
     if folder is not None:
-        return _read_split(folder, split)
+        return folder
     if not download:
         raise DataNotFoundError(datafolders.not_found_message(
             name, searched, "Downloading was disabled (download=False)."))
     try:
-        folder = fetch.fetch(name)
+        return fetch.fetch(name, progress=progress)
     except (fetch.FetchError, OSError) as err:  # every source failed, or the folder is read-only
         raise DataNotFoundError(datafolders.not_found_message(
             name, searched, f"Downloading failed: {err}")) from err
-    return _read_split(folder, split)
 
 
 def preprocess(images, method="paper", mean=None, std=None):
