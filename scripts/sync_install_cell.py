@@ -103,8 +103,8 @@ def install_cell_source(notebook_name=None):
     return CELL.format(source=f"git+{repository}@{branch}",
                        needs=NEEDS_LINES.format(packages=json.dumps(packages)),
                        plus_needed=" + NEEDED", needed_alone=NEEDED_ALONE,
-                       header=f"Installs gluon_bbb and {', '.join(packages)} where missing (Colab); "
-                              "where installed, does nothing.")
+                       header=f"Installs gluon_bbb and {', '.join(packages)} where missing "
+                              "(Colab); where installed, does nothing.")
 
 
 def colab_url(notebook_name):

@@ -84,8 +84,8 @@ def test_a_notebooks_own_needs_are_installed_where_missing(monkeypatch):
         {"10_bayesian_rnn": ["statsmodels"]}
     calls, find_spec = [], importlib.util.find_spec
     monkeypatch.setattr(subprocess, "check_call", calls.append)
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *args: None if name == "statsmodels" else find_spec(name, *args))
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: (
+        None if name == "statsmodels" else find_spec(name, *args)))
     exec(compile(sync.install_cell_source("10_bayesian_rnn"), "install", "exec"), {})
     assert calls == [[sys.executable, "-m", "pip", "install", "-q", "statsmodels"]]
     calls.clear()

@@ -109,7 +109,8 @@ PUBLIC_SOURCES = {
     "fashion-mnist": (
         "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/{file}",
         "https://storage.googleapis.com/tensorflow/tf-keras-datasets/{file}",
-        "https://raw.githubusercontent.com/zalandoresearch/fashion-mnist/master/data/fashion/{file}",
+        "https://raw.githubusercontent.com/zalandoresearch/fashion-mnist/master/data/fashion/"
+        "{file}",
         _MXNET_RETIRED + "fashion-mnist/{file}"),
     # The UCI Machine Learning Repository: its current archive of data set 73 (the zip that the
     # data set's page and the ucimlrepo package download; the file is one of its members), then

@@ -160,7 +160,8 @@ def test_when_every_source_fails_one_line_names_each_and_why(monkeypatch, server
     message = str(info.value)
     assert "\n" not in message
     for route, reason in (("missing", "HTTP 404"), ("truncated", "the connection closed after "),
-                          ("wrong", "not mnist/tiny-ubyte (the SHA-256 of its content is"), ("stall", "timed out")):
+                          ("wrong", "not mnist/tiny-ubyte (the SHA-256 of its content is"),
+                          ("stall", "timed out")):
         url = server.url(route, "mnist/tiny-ubyte.gz")
         assert f"{url}: {reason}" in message, (route, message)
     assert f"put it in {tmp_path / 'mnist'}/" in message and "GLUON_BBB_MIRROR" in message
@@ -216,8 +217,10 @@ def test_a_fresh_machine_gets_mnist_and_the_mushrooms_from_a_mirror(monkeypatch,
         cache = tmp_path / "xdg-cache" / "gluon_bbb" / "data"
         assert sorted(leftovers(cache / "mnist")) == sorted(
             f"{data_file.name}.gz" for data_file in sources.files_of("mnist"))
-        np.testing.assert_array_equal(images, read_idx(shared / "mnist" / "t10k-images-idx3-ubyte.gz"))
-        np.testing.assert_array_equal(labels, read_idx(shared / "mnist" / "t10k-labels-idx1-ubyte.gz"))
+        np.testing.assert_array_equal(images, read_idx(
+            shared / "mnist" / "t10k-images-idx3-ubyte.gz"))
+        np.testing.assert_array_equal(labels, read_idx(
+            shared / "mnist" / "t10k-labels-idx1-ubyte.gz"))
         data = mushroom.load_mushroom()
         assert (cache / "mushroom" / mushroom.FILE_NAME).is_file()
         assert len(data.edible) == 8124 and int(data.edible.sum()) == 4208
@@ -252,7 +255,8 @@ def test_the_uci_zip_is_read_whatever_its_line_endings(monkeypatch, server, serv
         ("\n".join(MUSHROOM_LINES) + "\n").encode()).hexdigest(), 94, text=True, keep_gzip=False)
     (served / "mushroom").mkdir()
     uci_zip(served / "mushroom" / "mushroom.zip", MUSHROOM_LINES, "\r\n")
-    monkeypatch.setitem(sources.PUBLIC_SOURCES, "mushroom", (server.url("files", "mushroom/mushroom.zip"),))
+    monkeypatch.setitem(sources.PUBLIC_SOURCES, "mushroom",
+                        (server.url("files", "mushroom/mushroom.zip"),))
     found = fetch.fetch_file(tmp_path / "mushroom", expected, progress=False)
     assert found == tmp_path / "mushroom" / mushroom.FILE_NAME
     assert found.read_bytes() == ("\r\n".join(MUSHROOM_LINES) + "\r\n").encode()  # as published
