@@ -116,8 +116,15 @@ def _fetch(args):
         if folder is not None and _all_verified(folder, name):
             print(f"{name}: already in {folder} (every file verified)")
             continue
-        folder = fetch.fetch(name, root=args.to, progress=not args.no_progress,
-                             timeout=args.timeout)
+        try:
+            folder = fetch.fetch(name, root=args.to, progress=not args.no_progress,
+                                 timeout=args.timeout)
+        except fetch.FetchError:
+            raise
+        except OSError as error:  # a folder that cannot be created or written
+            raise ValueError(f"{error.filename or args.to}: cannot download there "
+                             f"({error.strerror or error}); choose another folder with --to, "
+                             f"or set {datafolders.DATA_ENV_VAR}") from None
         print(f"{name}: {folder} (every file verified)")
     return 0
 

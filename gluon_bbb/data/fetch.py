@@ -86,7 +86,7 @@ def _download(url, destination, data_file, progress, timeout):
         length = response.headers.get("Content-Length")
         expected = int(length) if length and length.isdigit() else None
         if expected is not None and expected > limit:
-            raise ChecksumError(f"{url}: {expected} bytes, far more than expected")
+            raise ChecksumError(f"{expected} bytes, far more than expected")
         written = 0
         bar = progress_bar_class()(total=expected, unit="B", unit_scale=True, unit_divisor=1024,
                                    desc=f"{data_file.dataset}/{data_file.name}",
@@ -102,7 +102,7 @@ def _download(url, destination, data_file, progress, timeout):
                     break
                 written += len(chunk)
                 if written > limit:
-                    raise ChecksumError(f"{url}: more than {limit} bytes, far more than expected")
+                    raise ChecksumError(f"more than {limit} bytes, far more than expected")
                 destination.write(chunk)
                 bar.update(len(chunk))
     if expected is not None and written != expected:

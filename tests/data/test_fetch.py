@@ -366,3 +366,11 @@ def test_data_fetch_fails_in_one_line_with_exit_status_2(capsys, monkeypatch, se
     assert err.count("\n") == 1 and err.startswith("gluon-bbb: error: could not download "
                                                    "mushroom/agaricus-lepiota.data")
     assert server.url("missing", "mushroom/agaricus-lepiota.data") + ": HTTP 404" in err
+
+
+def test_data_fetch_into_a_folder_it_cannot_make_says_so_in_one_line(capsys, tmp_path):
+    (tmp_path / "a-file").write_text("not a folder")
+    assert main(["data", "fetch", "mnist", "--to", str(tmp_path / "a-file")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot download there" in err
+    assert str(tmp_path / "a-file" / "mnist") in err
