@@ -17,9 +17,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python="${1:?usage: check_colab.sh PYTHON [NOTEBOOK...]}"
 shift
-if [ $# -gt 0 ]; then notebooks=("$@"); else notebooks=(02_bbb_gluon_mnist 08_bandit 10_bayesian_rnn); fi
+notebooks=(02_bbb_gluon_mnist 08_bandit 10_bayesian_rnn)
+if [ $# -gt 0 ]; then notebooks=("$@"); fi
 data="${GLUON_BBB_DATA:-$(cd .. && pwd)/shared/data}"
-[ -d "$data/mnist" ] || { echo "check_colab.sh: no data folder $data (set GLUON_BBB_DATA)" >&2; exit 2; }
+if [ ! -d "$data/mnist" ]; then
+    echo "check_colab.sh: no data folder $data (set GLUON_BBB_DATA)" >&2
+    exit 2
+fi
 start=$SECONDS
 work="$(mktemp -d)"
 server=""
@@ -32,11 +36,12 @@ done
 export PIP_CACHE_DIR="${PIP_CACHE_DIR:-$HOME/.cache/pip}"
 
 # the class's server: ../shared/data over HTTP on a free port of 127.0.0.1
-port="$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+port="$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])')"
 "$python" -m http.server "$port" --bind 127.0.0.1 --directory "$data" >"$work/server.log" 2>&1 &
 server=$!
 for _ in $(seq 50); do
-    "$python" -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/', timeout=1)" \
+    "$python" -c "import urllib.request as r; r.urlopen('http://127.0.0.1:$port/', timeout=1)" \
         2>/dev/null && break
     sleep 0.2
 done
