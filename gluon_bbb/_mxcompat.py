@@ -39,7 +39,7 @@ import warnings
 from typing import Any, Callable, List, NamedTuple, Optional, Tuple
 
 __all__ = ["parameter_arrays", "set_parameter_array", "dense_settings", "conv_settings",
-           "dataset_arrays", "structural_parameters", "trainer_updaters", "trainer_parameters",
+           "structural_parameters", "trainer_updaters", "trainer_parameters",
            "update_counts", "set_update_counts", "trial_id",
            "NumpyShim", "NUMPY_SHIMS", "DISTUTILS_SHIM", "apply", "added",
            "missing_from_numpy", "numpy_version"]
@@ -72,12 +72,6 @@ def conv_settings(layer):
     """A copy of a ``gluon.nn.Conv2D`` layer's convolution arguments (kernel, stride, dilate,
     pad, num_filter, num_group, no_bias, layout): the layer keeps them only in ``_kwargs``."""
     return dict(layer._kwargs)  # noqa: SLF001
-
-
-def dataset_arrays(dataset):
-    """(images, labels) of a ``gluon.data.vision.MNIST`` or ``FashionMNIST`` dataset: kept
-    in ``_data`` and ``_label``; indexing the dataset item by item would take minutes."""
-    return dataset._data, dataset._label  # noqa: SLF001
 
 
 def structural_parameters(net):

@@ -1,5 +1,6 @@
 """Write the notebooks' install cell and their Colab links from the one setting,
-``notebooks/install.json`` (where gluon_bbb is installed from, and where the notebooks live).
+``notebooks/install.json`` (where gluon_bbb is installed from, where the notebooks live, and what
+each notebook needs besides gluon_bbb).
 
     python scripts/sync_install_cell.py           # writes the notebooks, README.md, notebooks/README.md
     python scripts/sync_install_cell.py --check   # exit 1 if any of them disagrees with the setting
@@ -8,7 +9,10 @@ The install cell is every notebook's first code cell. Where gluon_bbb is importa
 own environment, the tests, the book) it does nothing. Where it is missing (Colab) it installs it
 with pip, on Python 3.13 with MXNet installed apart (``pip install --no-deps mxnet==1.9.1``:
 MXNet declares numpy<2, which has no wheel there), and says whether the kernel must be restarted:
-only when the install changed a numpy this kernel had already imported. The environment variable
+only when the install changed a numpy this kernel had already imported. A notebook that needs
+other packages (the setting's "needs": statsmodels for the sunspots of 10_bayesian_rnn) installs
+them with gluon_bbb, or alone where only they are missing (a fresh environment, Binder). The
+environment variable
 ``GLUON_BBB_INSTALL_SOURCE`` overrides where it installs from (a path, a wheel, a URL); the tests
 use it to install the checkout.
 """
@@ -29,15 +33,15 @@ TAG = "install"
 LINKS_BEGIN, LINKS_END = "<!-- colab-links: scripts/sync_install_cell.py -->", "<!-- /colab-links -->"
 
 CELL = '''\
-# Installs gluon_bbb where it is missing (Colab); where it is installed, does nothing.
+# {header}
 import importlib, importlib.util, os, subprocess, sys
-if importlib.util.find_spec("gluon_bbb") is None:
+{needs}if importlib.util.find_spec("gluon_bbb") is None:
     SOURCE = os.environ.get("GLUON_BBB_INSTALL_SOURCE", "{source}")
     numpy_imported = sys.modules["numpy"].__version__ if "numpy" in sys.modules else None
     pip = [sys.executable, "-m", "pip", "install", "-q"]
     if sys.version_info >= (3, 13):  # MXNet 1.9.1 declares numpy<2, which has no wheel here
         subprocess.check_call(pip + ["--no-deps", "mxnet==1.9.1"])
-    subprocess.check_call(pip + [SOURCE])
+    subprocess.check_call(pip + [SOURCE]{plus_needed})
     importlib.invalidate_caches()
     from importlib.metadata import version
     if numpy_imported is not None and version("numpy") != numpy_imported:
@@ -49,6 +53,17 @@ if importlib.util.find_spec("gluon_bbb") is None:
         print("pip's note that mxnet 1.9.1 requires numpy<2 is expected: gluon_bbb gives MXNet "
               "what it reads from numpy 2.")
     print(f"Installed gluon_bbb {{gluon_bbb.__version__}}; no restart needed.")
+{needed_alone}'''
+
+#: The lines of the cell of a notebook that needs packages besides gluon_bbb's (``{{needs}}``).
+NEEDS_LINES = '''\
+NEEDED = [name for name in {packages} if importlib.util.find_spec(name) is None]
+'''
+NEEDED_ALONE = '''\
+elif NEEDED:
+    subprocess.check_call([sys.executable, "-m", "pip", "install", "-q"] + NEEDED)
+    importlib.invalidate_caches()
+    print(f"Installed {', '.join(NEEDED)}.")
 '''
 
 
@@ -61,10 +76,35 @@ def setting():
     return repository, values["branch"]
 
 
-def install_cell_source():
-    """The install cell's code."""
+def needs(notebook_name=None):
+    """The packages that notebook ``notebook_name`` (a stem, e.g. "10_bayesian_rnn") needs
+    besides gluon_bbb and its dependencies (the setting's "needs"; none for None)."""
+    values = json.loads(SETTING.read_text(encoding="utf-8"))
+    table = values.get("needs", {})
+    unknown = sorted(set(table) - {path.stem for path in NOTEBOOKS})
+    if unknown:
+        raise ValueError(f"{SETTING}: 'needs' names no notebook {unknown}")
+    packages = table.get(notebook_name, [])
+    if not all(isinstance(name, str) and re.fullmatch(r"[A-Za-z0-9_.-]+", name)
+               for name in packages):
+        raise ValueError(f"{SETTING}: 'needs' of {notebook_name} must be package names")
+    return list(packages)
+
+
+def install_cell_source(notebook_name=None):
+    """The install cell's code, for notebook ``notebook_name`` (a stem; None: one that needs
+    nothing besides gluon_bbb)."""
     repository, branch = setting()
-    return CELL.format(source=f"git+{repository}@{branch}")
+    packages = needs(notebook_name)
+    if not packages:
+        return CELL.format(source=f"git+{repository}@{branch}", needs="", plus_needed="",
+                           needed_alone="", header="Installs gluon_bbb where it is missing "
+                                                   "(Colab); where it is installed, does nothing.")
+    return CELL.format(source=f"git+{repository}@{branch}",
+                       needs=NEEDS_LINES.format(packages=json.dumps(packages)),
+                       plus_needed=" + NEEDED", needed_alone=NEEDED_ALONE,
+                       header=f"Installs gluon_bbb and {', '.join(packages)} where missing "
+                              "(Colab); where installed, does nothing.")
 
 
 def colab_url(notebook_name):
@@ -81,10 +121,11 @@ def links_block(prefix):
     return "\n".join([LINKS_BEGIN, *rows, LINKS_END])
 
 
-def with_install_cell(notebook):
-    """``notebook`` with the current install cell as its first code cell (replacing an old one)."""
+def with_install_cell(notebook, notebook_name=None):
+    """``notebook`` with the current install cell of ``notebook_name`` (a stem) as its first code
+    cell (replacing an old one)."""
     cells = [cell for cell in notebook.cells if TAG not in cell.metadata.get("tags", [])]
-    cell = nbformat.v4.new_code_cell(install_cell_source(), metadata={"tags": [TAG]})
+    cell = nbformat.v4.new_code_cell(install_cell_source(notebook_name), metadata={"tags": [TAG]})
     cell.id = TAG
     first_code = next(index for index, c in enumerate(cells) if c.cell_type == "code")
     notebook.cells = cells[:first_code] + [cell] + cells[first_code:]
@@ -106,7 +147,8 @@ def stale():
         notebook = nbformat.read(str(path), as_version=4)
         current = [c.source for c in notebook.cells if TAG in c.metadata.get("tags", [])]
         first_code = next(c for c in notebook.cells if c.cell_type == "code")
-        if current != [install_cell_source()] or TAG not in first_code.metadata.get("tags", []):
+        if current != [install_cell_source(path.stem)] or \
+                TAG not in first_code.metadata.get("tags", []):
             found.append(path.name)
     for readme, prefix in ((ROOT / "README.md", "notebooks/"), (ROOT / "notebooks" / "README.md", "")):
         text = readme.read_text(encoding="utf-8")
@@ -125,7 +167,7 @@ def main(argv=None):
             print(f"stale: {name} (run python scripts/sync_install_cell.py)")
         return 1 if found else 0
     for path in NOTEBOOKS:
-        notebook = with_install_cell(nbformat.read(str(path), as_version=4))
+        notebook = with_install_cell(nbformat.read(str(path), as_version=4), path.stem)
         nbformat.write(notebook, str(path))
     for readme, prefix in ((ROOT / "README.md", "notebooks/"), (ROOT / "notebooks" / "README.md", "")):
         readme.write_text(with_links(readme.read_text(encoding="utf-8"), prefix, readme),

@@ -65,7 +65,8 @@ MODULE_TIERS = {
 SLOW_TESTS = ("test_fused_path_agrees_with_the_pure_path_in_expectation",
               "test_expected_gradient_equals_weight_sampling", "test_the_statistic_finds_a_wrong_estimator",
               "test_a_killed_workers_trial_is_retried_and_resumes_its_folder",
-              "test_two_workers_share_one_sqlite_study_and_run_each_grid_point_once")
+              "test_two_workers_share_one_sqlite_study_and_run_each_grid_point_once",
+              "test_two_processes_fetching_at_once_download_once")
 
 
 #: The tiers ``pytest`` leaves out unless given ``--full`` (or a ``-m`` of its own, or the tests to

@@ -5,6 +5,7 @@ mode they train for a few batches on a data subset, so the whole set runs in CI.
 """
 import json
 import pathlib
+import sys
 
 import pytest
 
@@ -70,6 +71,26 @@ def test_the_install_cells_and_colab_links_follow_the_one_setting():
     assert [c.source for c in fixed.cells if sync.TAG in c.metadata.get("tags", [])] == \
         [sync.install_cell_source()]
     assert sync.TAG in next(c for c in fixed.cells if c.cell_type == "code").metadata["tags"]
+
+
+def test_a_notebooks_own_needs_are_installed_where_missing(monkeypatch):
+    """Notebook 10 needs statsmodels besides gluon_bbb (the others nothing more): where gluon_bbb
+    is installed but statsmodels is not (a fresh environment, Binder), its install cell installs
+    statsmodels alone."""
+    import importlib.util
+    import subprocess
+    sync = _sync_install_cell()
+    assert {path.stem: sync.needs(path.stem) for path in NOTEBOOKS if sync.needs(path.stem)} == \
+        {"10_bayesian_rnn": ["statsmodels"]}
+    calls, find_spec = [], importlib.util.find_spec
+    monkeypatch.setattr(subprocess, "check_call", calls.append)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: (
+        None if name == "statsmodels" else find_spec(name, *args)))
+    exec(compile(sync.install_cell_source("10_bayesian_rnn"), "install", "exec"), {})
+    assert calls == [[sys.executable, "-m", "pip", "install", "-q", "statsmodels"]]
+    calls.clear()
+    exec(compile(sync.install_cell_source("02_bbb_gluon_mnist"), "install", "exec"), {})
+    assert calls == []
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))

@@ -14,6 +14,7 @@ Examples::
     gluon-bbb search --epochs 20 --max-trials 10 --output-dir results/search
     gluon-bbb uncertainty results/bbb-mixture-400 results/sgd-400 --output-dir docs/uncertainty
     gluon-bbb bandit --steps 2000 --output-dir results/bandit     # the mushroom bandit
+    gluon-bbb data fetch                                         # every data set, verified
 
 ``train`` (hyperparameters of your own), ``reproduce`` (one of the paper's configurations) and
 each ``search`` trial write one run-folder format, described in
@@ -27,8 +28,8 @@ folder described in :mod:`gluon_bbb.experiments.bandit_run`.
 
 Each command group is one module of this package, owning its parser and its command:
 ``train``, ``runs`` (evaluate, prune, plot), ``reproduce`` (reproduce, reproduce-report),
-``search`` (search, search-report), ``uncertainty`` and ``bandit``; ``common`` holds what they
-share.
+``search`` (search, search-report), ``uncertainty``, ``bandit`` and ``data`` (fetch, list,
+verify); ``common`` holds what they share.
 """
 import argparse
 import sys
@@ -36,7 +37,7 @@ import sys
 from ..experiments.machine import recorded_command
 from ..trainer import NonFiniteLossError
 from ..version import __version__
-from . import bandit, reproduce, runs, search, train, uncertainty
+from . import bandit, data, reproduce, runs, search, train, uncertainty
 from .common import PROG
 
 __all__ = ["build_parser", "main"]
@@ -49,7 +50,7 @@ def build_parser():
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
 
-    for module in (train, runs, reproduce, search, uncertainty, bandit):
+    for module in (train, runs, reproduce, search, uncertainty, bandit, data):
         module.add_parsers(commands)
     return parser
 

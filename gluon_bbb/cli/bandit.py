@@ -35,7 +35,8 @@ def add_parsers(commands):
                       .replace("%", "%%"))  # argparse formats help strings with %
     play.add_argument("--mushroom", default=None,
                       help="agaricus-lepiota.data (None: "
-                           f"${data.DATA_ENV_VAR}/mushroom/agaricus-lepiota.data)")
+                           f"${data.DATA_ENV_VAR}/mushroom/agaricus-lepiota.data, downloaded "
+                           "if missing)")
     play.add_argument("--seed", type=number(int, 0, True), default=0,
                       help="seeds the episode and every agent")
     play.add_argument("--num-minibatches", type=number(int, 1, True), default=64,
@@ -107,7 +108,7 @@ def bandit_command(args):
     resolve_context(args.ctx)
     with log_to(None):
         summary = bandit_run.run_agents(
-            args.mushroom or mushroom.default_mushroom_path(), args.steps, args.output_dir,
+            args.mushroom or mushroom.find_mushroom_file(progress=not args.no_progress), args.steps, args.output_dir,
             agents=args.agents, seed=args.seed, num_minibatches=args.num_minibatches,
             buffer_size=args.buffer_size,
             ctx=args.ctx, progress=not args.no_progress, command=args.command_line,

@@ -130,6 +130,8 @@ def train_into(config, epochs, out, args):
     ``reproduce``; ``args`` gives ``data_dir``, ``ctx``, ``mc_samples``, ``no_progress`` and
     ``command_line``."""
     with RunFolderLock(out), log_to(os.path.join(out, runfolder.LOG)):
+        # found, or downloaded here, where --no-progress quiets the download's bar too
+        data.find_or_fetch(config["dataset"], args.data_dir, progress=not args.no_progress)
         result = protocol.run(config, epochs, out, data_dir=args.data_dir, ctx=args.ctx,
                               mc_samples=args.mc_samples, progress=not args.no_progress,
                               command=args.command_line)

@@ -1,7 +1,9 @@
 """Loading MNIST and Fashion-MNIST: splits, preprocessing and loaders. The file format is
-:mod:`gluon_bbb.data.idx`, the search for the files :mod:`gluon_bbb.data.datafolders` and the batches
-:mod:`gluon_bbb.data.loaders`; their public names are importable from here too, as are those of
-:mod:`gluon_bbb.data.series` (time series cut into windows for regression).
+:mod:`gluon_bbb.data.idx`, the search for the files :mod:`gluon_bbb.data.datafolders`, their
+download :mod:`gluon_bbb.data.fetch` (sources and checksums in :mod:`gluon_bbb.data.sources`) and
+the batches :mod:`gluon_bbb.data.loaders`; their public names are importable from here too, as are
+those of :mod:`gluon_bbb.data.series` (time series cut into windows for regression). The UCI
+mushrooms of the bandit are :mod:`gluon_bbb.data.mushroom`.
 
 The four files of each data set, ``{train,t10k}-{images-idx3,labels-idx1}-ubyte``
 (gzip-compressed with a ``.gz`` suffix, or raw), are looked for in these places,
@@ -9,15 +11,20 @@ in order (see :func:`find_data_dir`):
 
 1. the ``data_dir`` argument: the folder holding the files, or a parent folder
    holding ``<name>/``;
-2. ``$GLUON_BBB_DATA/<name>`` (``GLUON_BBB_DATA`` holds ``mnist/`` and
-   ``fashion-mnist/``);
+2. ``$GLUON_BBB_DATA/<name>`` (``GLUON_BBB_DATA`` holds ``mnist/``,
+   ``fashion-mnist/`` and ``mushroom/``);
 3. MXNet's download cache, ``$MXNET_HOME/datasets/<name>`` (``MXNET_HOME``
    defaults to ``~/.mxnet``);
-4. Debian's ``/usr/share/datasets/<name>`` (package ``dataset-fashion-mnist``).
+4. Debian's ``/usr/share/datasets/<name>`` (package ``dataset-fashion-mnist``);
+5. without ``$GLUON_BBB_DATA``, the download cache ``$XDG_CACHE_HOME/gluon_bbb/data/<name>``
+   (by default ``~/.cache/gluon_bbb/data/<name>``).
 
-If none holds all four files, :func:`load_dataset` (with ``download=True``) tries
-MXNet's own downloader as a last resort, and otherwise raises a single
-:class:`DataNotFoundError` listing every folder it searched.
+If none holds all four files, :func:`load_dataset` (with ``download=True``, the default)
+downloads them with :func:`gluon_bbb.data.fetch.fetch` into ``$GLUON_BBB_DATA/<name>``, or the
+download cache without it: from ``$GLUON_BBB_MIRROR`` if set, then from several public mirrors,
+each file checked by the SHA-256 of its content and written atomically. When that fails too, it
+raises a single :class:`DataNotFoundError` listing every folder it searched and every source it
+tried, with the reason of each.
 
 Typical use::
 
@@ -32,10 +39,10 @@ from typing import Optional, Union
 import mxnet as mx
 import numpy as np
 
-from . import datafolders
-from .._mxcompat import dataset_arrays
+from . import datafolders, fetch
 from .datafolders import (DATA_ENV_VAR, DATASETS, SPLITS, DataNotFoundError, find_data_dir,
                           idx_filenames)
+from .fetch import FetchError
 from .idx import IDXFormatError, read_idx
 from .loaders import ArrayLoader, EpochShuffled
 from .series import Windows, sliding_windows
@@ -48,10 +55,12 @@ __all__ = [
     "TRAIN_PIXEL_STATS",
     "DATA_ENV_VAR",
     "DataNotFoundError",
+    "FetchError",
     "IDXFormatError",
     "idx_filenames",
     "read_idx",
     "find_data_dir",
+    "find_or_fetch",
     "preprocess",
     "load_raw",
     "load_dataset",
@@ -89,24 +98,6 @@ training set).
 NUM_CLASSES = 10
 IMAGE_SHAPE = (28, 28)
 PAPER_PIXEL_SCALE = 126.0  # Blundell et al. (2015) divide pixel values by 126.
-
-
-def _download_with_mxnet(name, split):
-    """Last resort: let MXNet download a split into ``$MXNET_HOME/datasets/<name>``.
-
-    Returns
-    -------
-    images : numpy.ndarray of uint8, shape (n, 28, 28)
-    labels : numpy.ndarray of int32, shape (n,)
-    """
-    vision = mx.gluon.data.vision
-    dataset_class = {"mnist": vision.MNIST, "fashion-mnist": vision.FashionMNIST}[name]
-    root = datafolders.mxnet_home() / "datasets" / name
-    dataset = dataset_class(root=str(root), train=(split == "train"))
-    images, labels = dataset_arrays(dataset)
-    images = images.asnumpy() if hasattr(images, "asnumpy") else np.asarray(images)
-    labels = labels.asnumpy() if hasattr(labels, "asnumpy") else np.asarray(labels)
-    return images.reshape(len(images), *IMAGE_SHAPE).astype(np.uint8), labels.astype(np.int32)
 
 
 # ----------------------------------------------------------------------------
@@ -166,23 +157,48 @@ def load_raw(name="mnist", split="train", data_dir=None, download=True):
     """
     datafolders.check_name(name)
     datafolders.check_split(split)
+    return _read_split(find_or_fetch(name, data_dir, download), split)
+
+
+def find_or_fetch(name: str = "mnist", data_dir=None, download: bool = True,
+                  progress: bool = True):
+    """The folder holding the four IDX files of a data set: the first in search order (see
+    :func:`find_data_dir`), else downloaded (:func:`gluon_bbb.data.fetch.fetch`).
+
+    Parameters
+    ----------
+    name : {"mnist", "fashion-mnist"}
+    data_dir : str or os.PathLike, optional
+        Searched first; see :func:`find_data_dir`.
+    download : bool
+        Download the files when no folder holds them.
+    progress : bool
+        Show a progress bar while downloading.
+
+    Returns
+    -------
+    pathlib.Path
+
+    Raises
+    ------
+    ValueError
+        Unknown ``name``.
+    DataNotFoundError
+        The files are nowhere, and downloading is off or failed; the message lists every
+        folder searched and, after a download, every source tried and why it failed.
+    """
+    datafolders.check_name(name)
     folder, searched = datafolders.search_data_dir(name, data_dir)
     if folder is not None:
-        return _read_split(folder, split)
+        return folder
     if not download:
         raise DataNotFoundError(datafolders.not_found_message(
             name, searched, "Downloading was disabled (download=False)."))
     try:
-        images, labels = _download_with_mxnet(name, split)
-    except Exception as err:  # offline, blocked, bad checksum...: report all at once
+        return fetch.fetch(name, progress=progress)
+    except (fetch.FetchError, OSError) as err:  # every source failed, or the folder is read-only
         raise DataNotFoundError(datafolders.not_found_message(
-            name, searched, f"Downloading with MXNet also failed: "
-                            f"{type(err).__name__}: {err}")) from err
-    if len(images) != len(labels):
-        raise IDXFormatError(f"MXNet download of {name}/{split}: {len(images)} images "
-                             f"but {len(labels)} labels")
-    _check_labels(labels, f"MXNet download of {name}/{split}")
-    return images, labels
+            name, searched, f"Downloading failed: {err}")) from err
 
 
 def preprocess(images, method="paper", mean=None, std=None):
@@ -262,7 +278,8 @@ def load_dataset(name="mnist", split="train", data_dir=None, preprocessing="pape
         See :func:`preprocess`. ``"standardize"`` uses the data set's training
         pixel statistics :data:`TRAIN_PIXEL_STATS` for every split.
     download : bool
-        If the files are found nowhere, try MXNet's downloader (needs network).
+        If the files are found nowhere, download them (:func:`gluon_bbb.data.fetch.fetch`:
+        verified, into ``$GLUON_BBB_DATA/<name>`` or ``~/.cache/gluon_bbb/data/<name>``).
 
     Returns
     -------

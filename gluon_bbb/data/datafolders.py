@@ -1,12 +1,14 @@
-"""Where a data set's IDX files are: the folders searched, in order, and the one-message error
-that lists them all (see :mod:`gluon_bbb.data` for the search order)."""
+"""Where a data set's IDX files are: the folders searched, in order, the folder downloads go to,
+and the one-message error that lists them all (see :mod:`gluon_bbb.data` for the search order)."""
 import os
 from pathlib import Path
 
 import mxnet as mx
 
+from .._cache import user_cache_dir
+
 __all__ = ["DATASETS", "SPLITS", "DATA_ENV_VAR", "DEBIAN_DATA_ROOT", "DataNotFoundError",
-           "idx_filenames", "idx_file", "check_name", "check_split", "mxnet_home",
+           "idx_filenames", "idx_file", "check_name", "check_split", "mxnet_home", "download_root",
            "search_data_dir", "not_found_message", "find_data_dir"]
 
 DATASETS = ("mnist", "fashion-mnist")
@@ -79,6 +81,14 @@ def mxnet_home():
     return Path(mx.base.data_dir()).expanduser()
 
 
+def download_root():
+    """The folder that downloads go to, holding a folder per data set: ``$GLUON_BBB_DATA`` if
+    set, else the per-user cache folder ``$XDG_CACHE_HOME/gluon_bbb/data`` (by default
+    ``~/.cache/gluon_bbb/data``)."""
+    env_root = os.environ.get(DATA_ENV_VAR)
+    return Path(env_root).expanduser() if env_root else Path(user_cache_dir("data"))
+
+
 def _candidate_dirs(name, data_dir):
     """Folders to search, in order (see the module docstring).
 
@@ -103,6 +113,8 @@ def _candidate_dirs(name, data_dir):
         candidates.append(Path(env_root).expanduser() / name)
     candidates.append(mxnet_home() / "datasets" / name)
     candidates.append(Path(DEBIAN_DATA_ROOT) / name)
+    if not env_root:  # where downloads went (with $GLUON_BBB_DATA, searched above already)
+        candidates.append(download_root() / name)
     return candidates
 
 
@@ -149,7 +161,8 @@ def find_data_dir(name, data_dir=None):
     -------
     pathlib.Path
         The first folder in search order (``data_dir``, ``$GLUON_BBB_DATA/<name>``,
-        ``$MXNET_HOME/datasets/<name>``, ``/usr/share/datasets/<name>``) that
+        ``$MXNET_HOME/datasets/<name>``, ``/usr/share/datasets/<name>``, then, without
+        ``$GLUON_BBB_DATA``, the download cache ``~/.cache/gluon_bbb/data/<name>``) that
         holds all four files.
 
     Raises

@@ -5,6 +5,11 @@ comma-separated single letters, the class (``e`` edible, ``p`` poisonous) and th
 categorical attributes (``?`` marks a missing value, kept as a category of its own).
 :func:`load_mushroom` checks the format, naming the line of any problem, and one-hot
 encodes the attributes with category sets taken from the data.
+
+Without a path, the file is looked for in ``$GLUON_BBB_DATA/mushroom/`` (else in
+``data/mushroom/`` under the working folder, then in the download cache
+``~/.cache/gluon_bbb/data/mushroom/``) and, where it is in none, downloaded from UCI
+(:func:`find_mushroom_file`, :mod:`gluon_bbb.data.fetch`).
 """
 import os
 from collections import namedtuple
@@ -12,7 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .datafolders import DATA_ENV_VAR
+from . import fetch
+from .datafolders import DATA_ENV_VAR, DataNotFoundError, download_root
+from .sources import files_of
 
 __all__ = [
     "ATTRIBUTE_NAMES",
@@ -21,6 +28,7 @@ __all__ = [
     "MushroomFormatError",
     "FILE_NAME",
     "default_mushroom_path",
+    "find_mushroom_file",
     "parse_mushroom_lines",
     "one_hot_encode",
     "load_mushroom",
@@ -62,6 +70,47 @@ def default_mushroom_path():
     """Where the data file is looked for by default: ``$GLUON_BBB_DATA/mushroom/`` (the folder
     that also holds ``mnist/``), else ``data/mushroom/`` under the working folder."""
     return os.path.join(os.environ.get(DATA_ENV_VAR, "data"), "mushroom", FILE_NAME)
+
+
+def find_mushroom_file(download: bool = True, progress: bool = True) -> Path:
+    """The mushroom file: :func:`default_mushroom_path` if it is a file, else (without
+    ``$GLUON_BBB_DATA``) the download cache's copy, else downloaded into
+    ``$GLUON_BBB_DATA/mushroom/`` or the download cache (see :mod:`gluon_bbb.data.fetch`).
+
+    Parameters
+    ----------
+    download : bool
+        Download the file when it is nowhere.
+    progress : bool
+        Show a progress bar while downloading.
+
+    Returns
+    -------
+    pathlib.Path
+
+    Raises
+    ------
+    DataNotFoundError
+        The file is nowhere and downloading is off or failed; the message names the folders
+        searched and, after a download, every source tried and why it failed.
+    """
+    searched = [Path(default_mushroom_path())]
+    if not os.environ.get(DATA_ENV_VAR):
+        searched.append(download_root() / "mushroom" / FILE_NAME)
+    for path in searched:
+        if path.is_file():
+            return path
+    places = ", ".join(str(path) for path in searched)
+    advice = (f"set {DATA_ENV_VAR} to the folder holding mushroom/{FILE_NAME}, or download "
+              f"{FILE_NAME} from the UCI Machine Learning Repository (Mushroom data set) and "
+              "pass its path")
+    if not download:
+        raise DataNotFoundError(f"mushroom data not found at {places}: {advice}")
+    try:
+        return fetch.fetch_file(download_root() / "mushroom", files_of("mushroom")[0],
+                                progress=progress)
+    except (fetch.FetchError, OSError) as error:
+        raise DataNotFoundError(f"mushroom data not found at {places}, and {error}") from error
 
 
 class MushroomFormatError(ValueError):
@@ -150,13 +199,15 @@ def one_hot_encode(attributes):
     return np.concatenate(blocks, axis=1), tuple(categories)
 
 
-def load_mushroom(path=None):
+def load_mushroom(path=None, download=True):
     """Read, check and encode ``agaricus-lepiota.data``.
 
     Parameters
     ----------
     path : str or os.PathLike, optional
-        The file; it is read in place, never copied. Default :func:`default_mushroom_path`.
+        The file; it is read in place, never copied. Default :func:`find_mushroom_file`.
+    download : bool
+        Without ``path``: download the file when it is nowhere (:func:`find_mushroom_file`).
 
     Returns
     -------
@@ -165,11 +216,12 @@ def load_mushroom(path=None):
     Raises
     ------
     FileNotFoundError
-        ``path`` is not a file.
+        ``path`` is not a file (a DataNotFoundError without ``path``: see
+        :func:`find_mushroom_file`).
     MushroomFormatError
         See :func:`parse_mushroom_lines`.
     """
-    path = Path(default_mushroom_path() if path is None else path)
+    path = find_mushroom_file(download) if path is None else Path(path)
     if not path.is_file():
         raise FileNotFoundError(
             f"mushroom data not found at {path}: set {DATA_ENV_VAR} to the folder holding "

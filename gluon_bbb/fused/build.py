@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import mxnet as mx
 from mxnet import nd
 
+from .._cache import user_cache_dir
+
 __all__ = ["FusedStatus", "fused_status", "load_fused_op", "OP_NAME", "NORMAL_OP_NAME",
            "OPERATORS", "ENV_SWITCH", "SOURCE", "COMPILE_FLAGS", "compile_command"]
 
@@ -104,8 +106,7 @@ def _cache_dir():
     explicit = os.environ.get("GLUON_BBB_CACHE")
     if explicit:
         return explicit
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "gluon_bbb")
+    return user_cache_dir()
 
 
 def _compiler():

@@ -92,7 +92,7 @@ def test_the_default_file_is_found_through_gluon_bbb_data(tiny_file, tmp_path, m
     monkeypatch.setenv("GLUON_BBB_DATA", str(tmp_path / "empty"))
     with pytest.raises(FileNotFoundError, match="set GLUON_BBB_DATA to the folder holding "
                                                 "mushroom/agaricus-lepiota.data"):
-        load_mushroom()
+        load_mushroom(download=False)
 
 
 # ------------------------------------------------------------------ environment

@@ -6,7 +6,7 @@ import pytest
 from gluon_bbb.cli import main
 
 COMMANDS = ["train", "evaluate", "prune", "plot", "reproduce", "reproduce-report", "search",
-            "search-report", "uncertainty", "bandit"]
+            "search-report", "uncertainty", "bandit", "data"]
 
 
 def help_of(command, capsys):
@@ -30,3 +30,13 @@ def test_the_defaults_that_exist_are_shown_zero_included(capsys):
     text = help_of("reproduce", capsys)
     assert "weight samples of the Monte Carlo test error (default: 10)" in text
     assert "total number of epochs (default: those of the run in --output-dir)" in text
+
+
+@pytest.mark.parametrize("action", ["fetch", "list", "verify"])
+def test_the_data_actions_say_each_default_once(action, capsys):
+    assert main(["data", action, "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default: None)" not in text and "(default: False)" not in text
+    assert "data sets (mnist, fashion-mnist, mushroom; default: all)" in text
+    if action == "fetch":
+        assert "how long each request may wait for the server (default: 30.0)" in text

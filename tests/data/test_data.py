@@ -29,10 +29,12 @@ def isolated(tmp_path, monkeypatch):
     monkeypatch.setenv("MXNET_HOME", str(tmp_path / "mxnet_home"))
     monkeypatch.setattr(datafolders, "DEBIAN_DATA_ROOT", tmp_path / "debian")
 
-    def no_download(name, split):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+
+    def no_download(name, *args, **kwargs):
         raise AssertionError("tests must not download")
 
-    monkeypatch.setattr(gdata, "_download_with_mxnet", no_download)
+    monkeypatch.setattr(gdata.fetch, "fetch", no_download)
     return tmp_path
 
 
@@ -238,31 +240,51 @@ def test_explicit_missing_data_dir(isolated):
         load_dataset("mnist", data_dir=missing, download=False)
 
 
-def test_download_fallback_failure_is_reported(isolated, monkeypatch):
-    def offline(name, split):
-        raise OSError("network unreachable")
+def test_download_failure_is_reported_with_every_folder(isolated, monkeypatch):
+    def offline(name, *args, **kwargs):
+        raise gdata.FetchError("could not download fashion-mnist/x: http://host/x: refused")
 
-    monkeypatch.setattr(gdata, "_download_with_mxnet", offline)
+    monkeypatch.setattr(gdata.fetch, "fetch", offline)
     with pytest.raises(DataNotFoundError) as info:
         load_dataset("fashion-mnist", download=True)
     message = str(info.value)
-    assert "network unreachable" in message
+    assert "Downloading failed: could not download fashion-mnist/x: http://host/x: refused" in message
     assert str(isolated / "debian" / "fashion-mnist") in message
+    assert str(isolated / "xdg-cache" / "gluon_bbb" / "data" / "fashion-mnist") in message
 
 
-def test_download_fallback_success(isolated, monkeypatch):
-    images, labels = make_split(6, seed=3)
+def test_a_download_is_read_from_the_folder_it_went_to(isolated, monkeypatch):
     calls = []
 
-    def fake_download(name, split):
-        calls.append((name, split))
-        return images, labels.astype(np.int32)
+    def fake_fetch(name, *args, **kwargs):
+        calls.append(name)
+        folder = isolated / "downloaded" / name
+        write_dataset(folder, n_train=4, n_test=6, seed=3)
+        return folder
 
-    monkeypatch.setattr(gdata, "_download_with_mxnet", fake_download)
+    monkeypatch.setattr(gdata.fetch, "fetch", fake_fetch)
     X, y = load_dataset("mnist", "test", preprocessing="paper")
-    assert calls == [("mnist", "test")]
-    np.testing.assert_allclose(X, images.reshape(6, 784).astype(np.float32) / 126)
-    np.testing.assert_array_equal(y, labels)
+    assert calls == ["mnist"]
+    X_direct, y_direct = load_dataset("mnist", "test", data_dir=isolated / "downloaded",
+                                      download=False)
+    np.testing.assert_array_equal(X, X_direct)
+    np.testing.assert_array_equal(y, y_direct)
+
+
+def test_the_download_cache_is_searched_last_and_only_without_gluon_bbb_data(isolated,
+                                                                             monkeypatch):
+    cache = isolated / "xdg-cache" / "gluon_bbb" / "data"
+    write_dataset(cache / "mnist")
+    write_dataset(isolated / "debian" / "mnist")
+    assert find_data_dir("mnist") == isolated / "debian" / "mnist"
+    (isolated / "debian" / "mnist" / "t10k-labels-idx1-ubyte.gz").unlink()
+    assert find_data_dir("mnist") == cache / "mnist"
+    assert datafolders.download_root() == cache
+    monkeypatch.setenv("GLUON_BBB_DATA", str(isolated / "root"))
+    assert datafolders.download_root() == isolated / "root"
+    with pytest.raises(DataNotFoundError) as info:
+        find_data_dir("mnist")
+    assert str(cache) not in str(info.value)
 
 
 def test_unknown_names(isolated):

@@ -1,0 +1,173 @@
+"""``gluon-bbb data fetch|list|verify``: download the data sets ahead of time, see where they
+are, and check them (:mod:`gluon_bbb.data.fetch`, :mod:`gluon_bbb.data.sources`)."""
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from ..data import datafolders, digests, fetch, mushroom, sources
+from .common import HelpFormatter, number
+
+__all__ = ["add_parsers", "data_command", "searched_folders"]
+
+
+def add_parsers(commands):
+    """The ``data`` command and its three actions."""
+    group = commands.add_parser(
+        "data", help="fetch the data sets ahead of time, list where they are, verify them",
+        formatter_class=HelpFormatter,
+        description="The data sets: " + ", ".join(sources.FETCHABLE) + ". Downloads go to "
+                    f"${datafolders.DATA_ENV_VAR}/<name> if it is set, else to "
+                    "~/.cache/gluon_bbb/data/<name>; "
+                    f"${sources.MIRROR_ENV_VAR} (a base URL laid out like a data folder) is "
+                    "tried before the public sources. Each file is checked by the SHA-256 of "
+                    "its decompressed content.")
+    actions = group.add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+    names = dict(nargs="*", type=_data_set, metavar="NAME",
+                 help=f"data sets ({', '.join(sources.FETCHABLE)}; default: all)")
+
+    get = actions.add_parser(
+        "fetch", formatter_class=HelpFormatter, help="download what is missing, verified",
+        description="Download every file of the data sets that is not already found verified, "
+                    "from the first source that serves it with the right content.")
+    get.add_argument("names", **names)
+    get.add_argument("--to", default=None, metavar="DIR",
+                     help=f"download into DIR/<name> (default: ${datafolders.DATA_ENV_VAR}, "
+                          "else ~/.cache/gluon_bbb/data; without --to, a data set found "
+                          "verified where the loaders look is left there)")
+    get.add_argument("--timeout", type=number(float, 0, False), default=fetch.DEFAULT_TIMEOUT_S,
+                     metavar="SECONDS", help="how long each request may wait for the server")
+    get.add_argument("--no-progress", action="store_true", help="no progress bar")
+    get.set_defaults(func=data_command)
+
+    show = actions.add_parser(
+        "list", formatter_class=HelpFormatter, help="where each data set is, verified or not",
+        description="Every folder where the loaders look that holds files of a data set, in "
+                    "the order they look, with each file's check; the first complete one is "
+                    "the one used.")
+    show.add_argument("names", **names)
+    show.add_argument("--data-dir", default=None, help="a folder searched first, as --data-dir "
+                                                       "of the other commands")
+    show.set_defaults(func=data_command)
+
+    check = actions.add_parser(
+        "verify", formatter_class=HelpFormatter, help="check the files the loaders would use",
+        description="Check every file of the data sets the loaders would use; exit status 2, "
+                    "with a line naming each bad or missing file, if any is.")
+    check.add_argument("names", **names)
+    check.add_argument("--data-dir", default=None, help="a folder searched first, as --data-dir "
+                                                        "of the other commands")
+    check.set_defaults(func=data_command)
+
+
+def _data_set(text):
+    """An argparse type: a data set's name (``choices`` refuses an empty list of them)."""
+    if text not in sources.FETCHABLE:
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from "
+                                         + ", ".join(map(repr, sources.FETCHABLE)) + ")")
+    return text
+
+
+def searched_folders(name, data_dir=None):
+    """The folders where the loaders look for data set ``name``, in order."""
+    if name != "mushroom":
+        return datafolders.search_data_dir(name, data_dir)[1]
+    folders = []
+    if data_dir is not None:
+        folders += [Path(data_dir).expanduser() / "mushroom", Path(data_dir).expanduser()]
+    folders.append(Path(mushroom.default_mushroom_path()).parent)
+    if not os.environ.get(datafolders.DATA_ENV_VAR):
+        folders.append(datafolders.download_root() / "mushroom")
+    return folders
+
+
+def _present(folder, data_file):
+    """The copies of ``data_file`` in ``folder``: raw and gzipped."""
+    return [path for path in (folder / data_file.name, folder / (data_file.name + ".gz"))
+            if path.is_file()]
+
+
+def _check(path, data_file):
+    """None if ``path`` holds ``data_file``, else the one-line problem."""
+    try:
+        digests.check_content(path, data_file)
+    except (digests.ChecksumError, OSError) as error:
+        return str(error)
+    return None
+
+
+def _in_use(name, data_dir=None):
+    """The folder the loaders would read data set ``name`` from, or None."""
+    files = sources.files_of(name)
+    for folder in searched_folders(name, data_dir):
+        if all(_present(folder, data_file) for data_file in files):
+            return folder
+    return None
+
+
+def _all_verified(folder, name):
+    return all(fetch.find_verified(folder, data_file) for data_file in sources.files_of(name))
+
+
+def _fetch(args):
+    for name in args.names or sources.FETCHABLE:
+        folder = None if args.to else _in_use(name)
+        if folder is not None and _all_verified(folder, name):
+            print(f"{name}: already in {folder} (every file verified)")
+            continue
+        try:
+            folder = fetch.fetch(name, root=args.to, progress=not args.no_progress,
+                                 timeout=args.timeout)
+        except fetch.FetchError:
+            raise
+        except OSError as error:  # a folder that cannot be created or written
+            raise ValueError(f"{error.filename or args.to}: cannot download there "
+                             f"({error.strerror or error}); choose another folder with --to, "
+                             f"or set {datafolders.DATA_ENV_VAR}") from None
+        print(f"{name}: {folder} (every file verified)")
+    return 0
+
+
+def _list(args):
+    for name in args.names or sources.FETCHABLE:
+        used = _in_use(name, args.data_dir)
+        shown = False
+        for folder in searched_folders(name, args.data_dir):
+            rows = [(path, _check(path, data_file)) for data_file in sources.files_of(name)
+                    for path in _present(folder, data_file)]
+            if not rows:
+                continue
+            shown = True
+            print(f"{name}: {folder}" + (" (used)" if folder == used else ""))
+            for path, problem in rows:
+                print(f"  {path.name}: " + ("verified" if problem is None else
+                                            "WRONG: " + problem.replace(f"{path}: ", "")))
+        if not shown:
+            print(f"{name}: not found (gluon-bbb data fetch {name} downloads it)")
+    return 0
+
+
+def _verify(args):
+    problems = []
+    for name in args.names or sources.FETCHABLE:
+        folder = _in_use(name, args.data_dir)
+        if folder is None:
+            if args.names:
+                problems.append(f"{name}: not found in "
+                                + ", ".join(map(str, searched_folders(name, args.data_dir))))
+            continue
+        found = [_check(path, data_file) for data_file in sources.files_of(name)
+                 for path in _present(folder, data_file)[:1]]
+        bad = [problem for problem in found if problem is not None]
+        problems += bad
+        if not bad:
+            print(f"{name}: {folder}: {len(found)} file(s) verified")
+    for problem in problems:
+        print(f"gluon-bbb: error: {problem}", file=sys.stderr)
+    return 2 if problems else 0
+
+
+def data_command(args):
+    """``gluon-bbb data fetch|list|verify``."""
+    return {"fetch": _fetch, "list": _list, "verify": _verify}[args.action](args)

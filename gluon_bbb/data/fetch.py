@@ -1,0 +1,255 @@
+"""Download a data set's files from the first source that serves them right, verified, written
+atomically, once even when several processes ask at the same time.
+
+For each file of the data set (:data:`gluon_bbb.data.sources.DATA_FILES`) not already in the
+target folder with the right content, the sources (:func:`gluon_bbb.data.sources.source_urls`:
+``$GLUON_BBB_MIRROR`` first, then the public ones) are tried in order. A download goes to a
+temporary name in the target folder, is checked by the SHA-256 of its decompressed content
+(:mod:`gluon_bbb.data.digests`) and only then renamed to its final name, so an interrupted or
+wrong download never leaves a file that a later run would trust. A lock on ``.fetch.lock`` in
+the target folder makes a second process wait; it then finds the verified file and downloads
+nothing. Every request has a timeout. When every source fails, :class:`FetchError` says in one
+line which sources were tried, why each failed, and where to put the files by hand.
+
+Typical use::
+
+    folder = fetch("mnist")        # ~/.cache/gluon_bbb/data/mnist, or $GLUON_BBB_DATA/mnist
+"""
+import fcntl
+import http.client
+import logging
+import os
+import socket
+import tempfile
+import urllib.error
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Optional
+
+from ..epochs import progress_bar_class
+from ..version import __version__
+from .datafolders import DATA_ENV_VAR, DataNotFoundError, download_root
+from .digests import CHUNK_BYTES, ChecksumError, check_content, compression_of, write_content
+from .sources import MIRROR_ENV_VAR, DataFile, files_of, source_urls
+
+__all__ = ["DEFAULT_TIMEOUT_S", "LOCK_NAME", "FetchError", "find_verified", "fetch", "fetch_file"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_S = 30.0
+"""Seconds a request may wait for the server (to connect, or for each chunk of data)."""
+
+LOCK_NAME = ".fetch.lock"
+"""The lock file in each target folder."""
+
+_REJECTED_SUFFIX = ".rejected"
+
+
+class FetchError(DataNotFoundError):
+    """No source served a file with the right content (the message names each and why)."""
+
+
+def _candidates(folder, data_file):
+    return [folder / data_file.name, folder / (data_file.name + ".gz")]
+
+
+def find_verified(folder, data_file: DataFile) -> Optional[Path]:
+    """``<name>`` or ``<name>.gz`` in ``folder`` if it holds ``data_file``'s content, else None."""
+    for path in _candidates(Path(folder), data_file):
+        if path.is_file():
+            try:
+                check_content(path, data_file)
+            except (ChecksumError, OSError) as error:
+                logger.warning("%s", error)
+                continue
+            return path
+    return None
+
+
+@contextmanager
+def _locked(folder):
+    """Hold an exclusive lock on ``folder/.fetch.lock`` (waiting for another holder)."""
+    with open(folder / LOCK_NAME, "a+b") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _download(url, destination, data_file, progress, timeout):
+    """Write the body at ``url`` into the open file ``destination``; raise on any failure."""
+    request = urllib.request.Request(url, headers={"User-Agent": f"gluon_bbb/{__version__}"})
+    limit = 4 * data_file.size + (1 << 20)  # a gzip file or an archive, with room to spare
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        length = response.headers.get("Content-Length")
+        expected = int(length) if length and length.isdigit() else None
+        if expected is not None and expected > limit:
+            raise ChecksumError(f"{expected} bytes, far more than expected")
+        written = 0
+        bar = progress_bar_class()(total=expected, unit="B", unit_scale=True, unit_divisor=1024,
+                                   desc=f"{data_file.dataset}/{data_file.name}",
+                                   disable=not progress, leave=False)
+        with bar:
+            while True:
+                try:
+                    chunk = response.read(CHUNK_BYTES)
+                except http.client.IncompleteRead as error:
+                    written += len(error.partial)
+                    chunk = b""
+                if not chunk:
+                    break
+                written += len(chunk)
+                if written > limit:
+                    raise ChecksumError(f"more than {limit} bytes, far more than expected")
+                destination.write(chunk)
+                bar.update(len(chunk))
+    if expected is not None and written != expected:
+        raise ConnectionError(f"the connection closed after {written} of {expected} bytes")
+
+
+def _reason(error, timeout, temporary):
+    """Why a source failed, in a few words."""
+    if isinstance(error, urllib.error.HTTPError):
+        return f"HTTP {error.code} {error.reason}"
+    if isinstance(error, urllib.error.URLError):
+        error = error.reason if isinstance(error.reason, BaseException) else error
+        if not isinstance(error, (TimeoutError, socket.timeout)):
+            return str(getattr(error, "reason", error))
+    if isinstance(error, (TimeoutError, socket.timeout)):
+        return f"timed out (no answer for {timeout:g} s)"
+    if isinstance(error, ChecksumError):
+        return str(error).replace(f"{temporary}: ", "")
+    if isinstance(error, ConnectionError) and str(error).startswith("the connection closed"):
+        return str(error)
+    return f"{type(error).__name__}: {error}"
+
+
+def _store(temporary, folder, data_file):
+    """Rename the checked download to its final name (decompressed first unless it is a gzip
+    file kept as such); set aside a copy under the other name that failed the check."""
+    kind = compression_of(temporary)
+    if kind == "gzip" and data_file.keep_gzip:
+        final = folder / (data_file.name + ".gz")
+        os.replace(temporary, final)
+    elif kind == "none":
+        final = folder / data_file.name
+        os.replace(temporary, final)
+    else:
+        final = folder / data_file.name
+        handle, plain = tempfile.mkstemp(dir=folder, prefix=f".{data_file.name}.", suffix=".part")
+        os.close(handle)
+        try:
+            write_content(temporary, data_file, plain)
+            os.replace(plain, final)
+        finally:
+            if os.path.exists(plain):
+                os.unlink(plain)
+    for other in _candidates(folder, data_file):
+        if other != final and other.exists():  # it failed the check: it must not shadow `final`
+            os.replace(other, other.with_name(other.name + _REJECTED_SUFFIX))
+            logger.warning("%s held other content; set aside as %s%s", other, other.name,
+                           _REJECTED_SUFFIX)
+    return final
+
+
+def _fetch_missing(folder, data_file, progress, timeout):
+    """Download ``data_file`` into ``folder`` from its first good source (lock held)."""
+    failures = []
+    for url in source_urls(data_file):
+        handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{data_file.name}.",
+                                             suffix=".part")
+        try:
+            with os.fdopen(handle, "wb") as destination:
+                _download(url, destination, data_file, progress, timeout)
+            check_content(temporary, data_file)
+            final = _store(temporary, folder, data_file)
+            logger.info("downloaded %s/%s from %s", data_file.dataset, data_file.name, url)
+            return final
+        except Exception as error:  # noqa: BLE001 -- every failure is a reason to try the next
+            failures.append(f"{url}: {_reason(error, timeout, temporary)}")
+        finally:
+            if os.path.exists(temporary):
+                os.unlink(temporary)
+    raise FetchError(_all_failed_message(folder, data_file, failures))
+
+
+def _all_failed_message(folder, data_file, failures):
+    tried = "; ".join(failures) if failures else "no source to try"
+    published = data_file.name if data_file.text else data_file.name + "[.gz]"
+    return (f"could not download {data_file.dataset}/{data_file.name}, every source failed: "
+            f"{tried}. To fix: on a machine with network, download {published} from one of "
+            f"them and put it in {folder}/ (or set {DATA_ENV_VAR} to a folder holding "
+            f"{data_file.dataset}/{data_file.name}, or {MIRROR_ENV_VAR} to a server laid out "
+            "like one)")
+
+
+def fetch_file(folder, data_file: DataFile, progress: bool = True,
+               timeout: float = DEFAULT_TIMEOUT_S) -> Path:
+    """``data_file`` in ``folder`` (created if need be), downloaded unless already there.
+
+    Parameters
+    ----------
+    folder : str or os.PathLike
+        The data set's folder, e.g. ``~/.cache/gluon_bbb/data/mnist``.
+    data_file : DataFile
+    progress : bool
+        Show a progress bar while downloading.
+    timeout : float
+        Seconds each request may wait for the server.
+
+    Returns
+    -------
+    pathlib.Path
+        The verified file (``<name>`` or ``<name>.gz``).
+
+    Raises
+    ------
+    FetchError
+        Every source failed; the one-line message names each and why.
+    OSError
+        ``folder`` cannot be created or written.
+    """
+    folder = Path(folder).expanduser()
+    found = find_verified(folder, data_file)
+    if found is not None:
+        return found
+    folder.mkdir(parents=True, exist_ok=True)
+    with _locked(folder):
+        found = find_verified(folder, data_file)  # another process may have fetched it
+        return found if found is not None else _fetch_missing(folder, data_file, progress,
+                                                              timeout)
+
+
+def fetch(name: str, root=None, progress: bool = True,
+          timeout: float = DEFAULT_TIMEOUT_S) -> Path:
+    """Every file of data set ``name`` in ``root/<name>``, downloading those not already there.
+
+    Parameters
+    ----------
+    name : {"mnist", "fashion-mnist", "mushroom"}
+    root : str or os.PathLike, optional
+        The folder holding a folder per data set; default
+        :func:`~gluon_bbb.data.datafolders.download_root` (``$GLUON_BBB_DATA``, else
+        ``~/.cache/gluon_bbb/data``).
+    progress, timeout
+        As for :func:`fetch_file`.
+
+    Returns
+    -------
+    pathlib.Path
+        ``root/<name>``.
+
+    Raises
+    ------
+    ValueError
+        Unknown ``name``.
+    FetchError, OSError
+        As for :func:`fetch_file`.
+    """
+    files = files_of(name)
+    folder = Path(download_root() if root is None else root).expanduser() / name
+    for data_file in files:
+        fetch_file(folder, data_file, progress=progress, timeout=timeout)
+    return folder
