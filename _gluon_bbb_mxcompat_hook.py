@@ -15,7 +15,11 @@ wheel install, a user-site install, an editable install and a checkout on ``PYTH
 this module and the package lie side by side. Neither the package's ``__init__`` nor anything
 found on ``sys.path`` is imported, so a folder named ``gluon_bbb`` in the working directory (a
 namespace package) cannot stand in for it, and the list of stand-ins stays in the one
-compatibility module (the package reuses the loaded module when it imports ``_mxcompat``).
+compatibility module. The copy loaded here is kept under a name of its own
+(:data:`COMPAT_NAME`), never under the package's: a program that then imports another gluon_bbb
+(a checkout on ``PYTHONPATH`` beside an installed one) gets that package's own
+``gluon_bbb._mxcompat``, whose ``apply`` finds the names already set and counts them as this
+copy's (``added``).
 
 It fails soft: if anything goes wrong (the package removed, an unreadable file, a stand-in that
 raises), MXNet is imported exactly as it would be without gluon_bbb, a RuntimeWarning says why,
@@ -36,8 +40,10 @@ PTH_LINE = ('import os, sys; os.environ.get("GLUON_BBB_NUMPY_COMPAT", "1") == "0
             'and finder.find_spec("_gluon_bbb_mxcompat_hook", None) for finder in sys.meta_path) '
             'or __import__("_gluon_bbb_mxcompat_hook").install()\n')
 
-#: The name the compatibility module has in the package (``import gluon_bbb`` reuses it).
-COMPAT_NAME = "gluon_bbb._mxcompat"
+#: The package's compatibility module (used as it is where the package was imported first).
+PACKAGE_COMPAT_NAME = "gluon_bbb._mxcompat"
+#: The name of the copy this hook loads from :data:`COMPAT_PATH`.
+COMPAT_NAME = "_gluon_bbb_mxcompat_stand_ins"
 COMPAT_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gluon_bbb",
                            "_mxcompat.py")
 
@@ -50,10 +56,10 @@ def _warn(error):
 
 
 def _apply():
-    """Apply the stand-ins: the compatibility module already imported, else the one at
-    :data:`COMPAT_PATH`, which is loaded under its package name and, if loading or applying it
-    fails, removed from ``sys.modules`` again."""
-    module = sys.modules.get(COMPAT_NAME)
+    """Apply the stand-ins: the compatibility module already imported (the package's, or this
+    hook's copy), else the one at :data:`COMPAT_PATH`, loaded as :data:`COMPAT_NAME` and, if
+    loading or applying it fails, removed from ``sys.modules`` again."""
+    module = sys.modules.get(PACKAGE_COMPAT_NAME) or sys.modules.get(COMPAT_NAME)
     if module is not None:
         module.apply()
         return

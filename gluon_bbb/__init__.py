@@ -17,7 +17,6 @@ Quick start::
 """
 import importlib
 import importlib.util
-import sys
 
 # First, before anything imports MXNet: what MXNet 1.9.1 reads from numpy and the standard
 # library and newer releases removed (nothing where nothing is missing).
@@ -54,12 +53,6 @@ LAZY_MODULES = {
 def __getattr__(name):
     if name in LAZY_MODULES:
         module = importlib.import_module(LAZY_MODULES[name])
-        globals()[name] = module
-        return module
-    # a submodule imported before the package (_mxcompat, by the startup file, when
-    # ``import mxnet`` comes first) is an attribute like the others
-    module = sys.modules.get(f"{__name__}.{name}")
-    if module is not None:
         globals()[name] = module
         return module
     raise AttributeError(f"module 'gluon_bbb' has no attribute {name!r}")

@@ -247,6 +247,9 @@ DISTUTILS_SHIM = _DistutilsShim(
 
 _added: List[str] = []
 _applied = False
+#: The name under which the startup hook (``_gluon_bbb_mxcompat_hook``) keeps the copy of this
+#: module it loads when ``import mxnet`` comes before ``import gluon_bbb``.
+HOOKED_COPY = "_gluon_bbb_mxcompat_stand_ins"
 
 
 def numpy_version(numpy) -> Tuple[int, int]:
@@ -298,6 +301,10 @@ def apply() -> List[str]:
     if not _applied:
         import numpy
         _ensure_distutils()
+        # names the startup hook's own copy of this module set before the package was imported
+        hooked = sys.modules.get(HOOKED_COPY)
+        if hooked is not None and hooked is not sys.modules.get(__name__):
+            _added.extend(name for name in getattr(hooked, "added", list)() if name not in _added)
         # every stand-in made before any is set: an error leaves numpy as it was
         missing = set(missing_from_numpy(numpy, [shim.name for shim in NUMPY_SHIMS]))
         stand_ins = {shim.name: shim.make(numpy) for shim in NUMPY_SHIMS if shim.name in missing}

@@ -110,6 +110,7 @@ def _as_without(seen, without):
     assert seen["outcome"] == without["outcome"]
     assert seen["numpy_names"] == without["numpy_names"]
     assert "MXNetFinder" not in seen["finders"]
+    assert hook.COMPAT_NAME not in seen["new_modules"]
     assert "gluon_bbb._mxcompat" not in seen["new_modules"]
 
 
@@ -125,7 +126,8 @@ def test_the_hook_applies_the_stand_ins_when_mxnet_executes(tmp_path):
     seen = _probe(_site(tmp_path / "site"), tmp_path)
     assert seen["outcome"].startswith("imported"), seen
     assert seen["numpy_names"] == NAMES  # every name MXNet reads exists
-    assert "gluon_bbb._mxcompat" in seen["new_modules"]
+    assert hook.COMPAT_NAME in seen["new_modules"]
+    assert "gluon_bbb._mxcompat" not in seen["new_modules"]  # the package's name stays free
     assert "MXNetFinder" not in seen["finders"]  # gone after its one use
     assert seen["warnings"] == []
 
@@ -138,7 +140,7 @@ def test_a_gluon_bbb_folder_in_the_working_directory_does_not_break_import_mxnet
     code = textwrap.dedent("""
         import json, sys
         import mxnet
-        compat = sys.modules["gluon_bbb._mxcompat"]
+        compat = sys.modules["_gluon_bbb_mxcompat_stand_ins"]
         print(json.dumps({"compat": compat.__file__, "added": compat.added()}))
         """)
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -277,7 +279,7 @@ def test_a_user_site_install_applies_the_stand_ins(tmp_path):
     (programs / "mxnet").mkdir(parents=True)
     (programs / "mxnet" / "__init__.py").write_text(textwrap.dedent("""
         import sys
-        compat = sys.modules.get("gluon_bbb._mxcompat")
+        compat = sys.modules.get("_gluon_bbb_mxcompat_stand_ins")
         SEEN = {"compat": compat and compat.__file__, "added": compat and compat.added()}
         """), encoding="utf-8")
     for name in ("numpy", "numpy.libs", "setuptools", "_distutils_hack"):  # this environment's
@@ -304,3 +306,30 @@ def test_a_user_site_install_applies_the_stand_ins(tmp_path):
     assert Path(runs["1"]["compat"]) == user_site / "gluon_bbb" / "_mxcompat.py"
     assert sorted(runs["1"]["added"]) == sorted(compat.added())
     assert runs["0"]["hook"] is None and runs["0"]["compat"] is None
+
+
+def test_a_checkout_on_the_path_keeps_its_own_compatibility_module(tmp_path):
+    """``import mxnet`` first, with this environment's hook, then ``import gluon_bbb`` from
+    another copy of the package on PYTHONPATH (a checkout beside an installed release): the
+    package's ``_mxcompat`` is the copy's own file, not the one the hook loaded, and it counts
+    the names the hook set."""
+    checkout = tmp_path / "checkout"
+    shutil.copytree(COMPAT_FILE.parent, checkout / "gluon_bbb",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    code = textwrap.dedent("""
+        import json, sys
+        import mxnet
+        hooked = sys.modules.get("_gluon_bbb_mxcompat_stand_ins")
+        import gluon_bbb
+        print(json.dumps({"package": gluon_bbb._mxcompat.__file__,
+                          "hooked": hooked and hooked.__file__,
+                          "added": gluon_bbb._mxcompat.added()}))
+        """)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            cwd=str(tmp_path), timeout=300,
+                            env=_clean_environment(PYTHONPATH=str(checkout)))
+    assert result.returncode == 0, result.stderr[-3000:]
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    assert Path(seen["package"]).resolve() == (checkout / "gluon_bbb" / "_mxcompat.py").resolve()
+    assert Path(seen["hooked"]).resolve() == Path(hook.COMPAT_PATH).resolve()
+    assert sorted(seen["added"]) == sorted(compat.added())
