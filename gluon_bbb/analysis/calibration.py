@@ -15,7 +15,8 @@ import numpy as np
 from .._checks import check_finite_1d, check_int
 
 __all__ = ["ReliabilityDiagram", "RefusalCurve", "most_uncertain", "reliability_diagram",
-           "expected_calibration_error", "interval_coverage", "block_bootstrap_se", "auroc", "refuse_to_classify"]
+           "expected_calibration_error", "interval_coverage", "block_bootstrap_se", "auroc",
+           "refuse_to_classify"]
 
 
 def most_uncertain(scores, num=16):
@@ -165,8 +166,8 @@ def block_bootstrap_se(values, block, num_draws=2000, seed=0):
     check_int("block", block)
     check_int("num_draws", num_draws)
     if block > len(values) or num_draws < 2:
-        raise ValueError(f"block must be at most the {len(values)} values and num_draws at least 2, "
-                         f"got block={block}, num_draws={num_draws}")
+        raise ValueError(f"block must be at most the {len(values)} values and num_draws at least "
+                         f"2, got block={block}, num_draws={num_draws}")
     rng = np.random.default_rng(seed)
     num_blocks = -(-len(values) // block)
     starts = rng.integers(0, len(values) - block + 1, size=(num_draws, num_blocks))

@@ -363,7 +363,8 @@ class LinearGaussianPrediction(GaussianMixturePrediction):
     def __post_init__(self):
         super().__post_init__()
         if self.means.shape[0] != 1:
-            raise ValueError(f"a linear Gaussian prediction has one component, got {self.means.shape[0]}")
+            raise ValueError("a linear Gaussian prediction has one component, got "
+                             f"{self.means.shape[0]}")
         parameter_variance = np.asarray(self.parameter_variance, dtype=np.float64)
         if parameter_variance.shape != self.mean.shape or not np.all(
                 (parameter_variance >= 0) & (parameter_variance <= self.variance * (1 + 1e-12))):
@@ -408,7 +409,8 @@ class LeastSquaresFit:
         """n - p, the residual degrees of freedom."""
         return self.num_examples - len(self.coefficients)
 
-    def predict(self, x, targets=None, parameter_uncertainty: bool = True) -> "LinearGaussianPrediction":
+    def predict(self, x, targets=None,
+                parameter_uncertainty: bool = True) -> "LinearGaussianPrediction":
         """The Gaussian predictive distribution at the inputs ``x``.
 
         Parameters
