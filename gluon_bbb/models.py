@@ -120,6 +120,9 @@ def recurrent(hidden_size=32, num_outputs=1, cell="lstm", num_layers=1, num_feat
     dropout : float, 0 <= dropout < 1
         If > 0, Dropout on the last time step's output before the Dense layer, and between
         recurrent layers (the dropout baseline; Monte Carlo dropout keeps it on at prediction).
+        It drops the features the Dense layer reads, never the recurrent weights: this is not
+        the variational recurrent dropout of Gal & Ghahramani (2016), whose masks of the inputs
+        and the hidden state are tied across the time steps (the fused Gluon layers have none).
 
     Returns
     -------

@@ -1,7 +1,8 @@
 """Scores of predictive uncertainty against the truth: ranking the most uncertain inputs,
 calibration (reliability diagrams and the expected calibration error, Guo et al. 2017; the
-coverage of a regression's predictive intervals), out-of-distribution detection (AUROC) and
-refusing to classify.
+coverage of a regression's predictive intervals, and the standard error of such a score over a
+series, by the moving-block bootstrap), out-of-distribution detection (AUROC) and refusing to
+classify.
 
 Every function takes plain arrays, e.g. :class:`gluon_bbb.analysis.uncertainty.Prediction`'s
 ``mean_probs`` and ``entropy``, so that a Bayes-by-Backprop network and an ordinary one are
@@ -14,7 +15,8 @@ import numpy as np
 from .._checks import check_finite_1d, check_int
 
 __all__ = ["ReliabilityDiagram", "RefusalCurve", "most_uncertain", "reliability_diagram",
-           "expected_calibration_error", "interval_coverage", "auroc", "refuse_to_classify"]
+           "expected_calibration_error", "interval_coverage", "block_bootstrap_se", "auroc",
+           "refuse_to_classify"]
 
 
 def most_uncertain(scores, num=16):
@@ -132,6 +134,45 @@ def interval_coverage(cdf_values, levels=(0.5, 0.8, 0.9, 0.95)):
     lower, upper = (1.0 - levels) / 2.0, (1.0 + levels) / 2.0
     inside = (cdf_values[None, :] >= lower[:, None]) & (cdf_values[None, :] <= upper[:, None])
     return inside.mean(axis=1)
+
+
+def block_bootstrap_se(values, block, num_draws=2000, seed=0):
+    """Standard error of the mean of a series whose neighbouring values are dependent.
+
+    The moving-block bootstrap (Kunsch 1989): each draw joins ceil(N / block) blocks of
+    ``block`` consecutive values, their starts drawn uniformly among the N - block + 1, keeps
+    the first N values and takes their mean; the standard error is the standard deviation of
+    the draws' means. Dependence within a block is kept, so for positively correlated values
+    (e.g. whether consecutive years fall inside a predictive interval) it is larger than
+    sqrt(var / N), which assumes independent values; ``block=1`` is the ordinary bootstrap,
+    whose standard error tends to sqrt(var / N) (population variance). Where N is a multiple
+    of ``block``, it tends to the standard deviation of the N - block + 1 block means divided
+    by sqrt(N / block).
+
+    Parameters
+    ----------
+    values : array_like, (N,), finite, in time order, e.g. 0/1 indicators of coverage
+    block : int, 1 <= block <= N
+        Length of a block; it should exceed the span of the dependence (e.g. one cycle).
+    num_draws : int, >= 2
+    seed : int
+        Seeds a numpy Generator.
+
+    Returns
+    -------
+    float
+    """
+    values = check_finite_1d("values", values)
+    check_int("block", block)
+    check_int("num_draws", num_draws)
+    if block > len(values) or num_draws < 2:
+        raise ValueError(f"block must be at most the {len(values)} values and num_draws at least "
+                         f"2, got block={block}, num_draws={num_draws}")
+    rng = np.random.default_rng(seed)
+    num_blocks = -(-len(values) // block)
+    starts = rng.integers(0, len(values) - block + 1, size=(num_draws, num_blocks))
+    indices = (starts[:, :, None] + np.arange(block)).reshape(num_draws, -1)[:, :len(values)]
+    return float(values[indices].mean(axis=1).std())
 
 
 def auroc(scores_in, scores_out):

@@ -30,9 +30,9 @@ from mxnet import autograd, nd
 from .. import predictive
 from .._checks import check_int
 from .._math import LOG_SQRT_2PI, normal_cdf
-from .calibration import (RefusalCurve, ReliabilityDiagram, auroc, expected_calibration_error,
-                          interval_coverage, most_uncertain, refuse_to_classify,
-                          reliability_diagram)
+from .calibration import (RefusalCurve, ReliabilityDiagram, auroc, block_bootstrap_se,
+                          expected_calibration_error, interval_coverage, most_uncertain,
+                          refuse_to_classify, reliability_diagram)
 from ..context import resolve_context
 from ..plots.uncertainty import (plot_refusal_curves, plot_reliability_diagrams,
                                  plot_score_histograms)
@@ -51,6 +51,7 @@ __all__ = [
     "reliability_diagram",
     "expected_calibration_error",
     "interval_coverage",
+    "block_bootstrap_se",
     "auroc",
     "refuse_to_classify",
     "plot_reliability_diagrams",
