@@ -104,6 +104,25 @@ for name in sorted(os.listdir(EXECUTED) if os.path.isdir(EXECUTED) else []):
                 json.dump(merged, handle)
             FULL_SETTINGS.append("notebooks/" + name[:-len(".ipynb")])
 nb_execution_excludepatterns = [f"*{docname}.ipynb" for docname in FULL_SETTINGS]
+
+
+def _book_links(text):
+    """A link of a notebook into the book's sources (``../docs/x.md`` from notebooks/) as the
+    book's copy in docs/notebooks/ reaches it (``../x.md``)."""
+    return re.sub(r"\]\(\.\./docs/", "](../", text)
+
+
+for name in sorted(os.listdir(NOTEBOOKS)):
+    if name.endswith(".ipynb"):
+        path = os.path.join(NOTEBOOKS, name)
+        with open(path, encoding="utf-8") as handle:
+            notebook = json.load(handle)
+        for cell in notebook["cells"]:
+            if cell["cell_type"] == "markdown":
+                text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+                cell["source"] = _book_links(text)
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(notebook, handle)
 with open(os.path.join(NOTEBOOKS, "README.md"), encoding="utf-8") as handle:
     readme = re.sub(r"\[([^\]]*)\]\(\.\./README\.md\)", r"\1 (the repository's README)", handle.read())
 with open(os.path.join(NOTEBOOKS, "README.md"), "w", encoding="utf-8") as handle:
