@@ -10,8 +10,12 @@ matches a declaration fails loudly, and so does an exercise in a notebook's "Exe
 that is neither declared here nor in :data:`WITHOUT_CODE_CHANGE` (an exercise that asks a
 question, or asks for code of the reader's own that uses nothing of the package).
 
-Settings that only size a run (``NUM_STEPS``, the number of epochs) keep their smoke values where
-the exercise does not change them; an exercise that names a different size changes it.
+Settings that only size a run (the number of steps, epochs or samples) keep their smoke values,
+so that each exercise runs in seconds (notebook 08's exercises name 2,000 steps and run the smoke
+mode's 200), unless the size is the exercise's point (notebook 01's first trains the two epochs it
+asks for); an exercise's other changes are made as written. The exercises of one notebook share
+a kernel, whose names are emptied before each (``kernel_for``): every exercise runs every cell of
+its notebook, only the imported modules are shared.
 """
 import collections
 import re
@@ -164,7 +168,9 @@ EXERCISES = [
              config("PRIOR_SIGMA = 1.0 ", "PRIOR_SIGMA = 10.0 "), variant="10"),
     # 08_bandit
     exercise("08_bandit", 1, "One draw or two",
-             config("NUM_ACTION_SAMPLES = 2 ", "NUM_ACTION_SAMPLES = 1 ")),
+             config("NUM_ACTION_SAMPLES = 2 ", "NUM_ACTION_SAMPLES = 1 "),
+             config('RECORDED_RUN = os.path.join(DOCS, "bandit-tuned") if USE_RECORDED else None',
+                    "RECORDED_RUN = None")),
     exercise("08_bandit", 2, "A posterior that moves",
              config('THOMPSON_OPTIMIZER = "sgd"', 'THOMPSON_OPTIMIZER = "adam"'),
              config("THOMPSON_LEARNING_RATE = 1e-6", "THOMPSON_LEARNING_RATE = 1e-3"),
