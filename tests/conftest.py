@@ -54,7 +54,6 @@ def no_ipywidgets(monkeypatch):
 #: those of :data:`FULL_ONLY_TIERS`; ``pytest --full`` runs every tier, as CI does (README, "Tests").
 MODULE_TIERS = {
     "test_notebooks.py": ("notebooks",),
-    "test_notebook_exercises.py": ("notebooks", "slow"),
     "test_book.py": ("book", "real_data"),
     "test_jupyterlab.py": ("browser",),
     "test_results.py": ("real_data",),

@@ -299,7 +299,10 @@ def test_the_edit_check_refuses_a_snippet_that_is_not_unique():
 
 
 def _params():
-    return [pytest.param(e, id=_id(e), marks=e.marks) for e in EXERCISES]
+    """The exercises to run: the tiers ``slow`` (``pytest --full``) and ``notebooks``; the checks
+    of the declarations above run in the quick tier."""
+    tiers = (pytest.mark.slow, pytest.mark.notebooks)
+    return [pytest.param(e, id=_id(e), marks=tiers + e.marks) for e in EXERCISES]
 
 
 @pytest.fixture(scope="module")
