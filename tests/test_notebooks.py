@@ -101,16 +101,27 @@ def test_has_one_config_cell_with_smoke_switch(path):
     assert len(config_cells) == 1, f"{path.name}: expected one config cell reading GLUON_BBB_SMOKE"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
-def test_runs_in_smoke_mode(path, tmp_path, monkeypatch):
+def run_in_smoke_mode(notebook, folder, monkeypatch, kernel_manager=None):
+    """Execute ``notebook`` in smoke mode in ``folder``; raises CellExecutionError, naming the
+    failing cell, on any error. A ``kernel_manager`` given is started on first use (in
+    ``folder``, in smoke mode) and left running; tests/test_notebook_exercises.py runs the
+    exercises with it."""
     monkeypatch.setenv("GLUON_BBB_SMOKE", "1")
     monkeypatch.setenv("MPLBACKEND", "Agg")
     monkeypatch.setenv("GLUON_BBB_DOCS", str(DOCS_DIR))  # records a notebook reads, not plays
-    notebook = nbformat.read(str(path), as_version=4)
     client = nbclient.NotebookClient(
-        notebook, timeout=SMOKE_TIMEOUT_S, kernel_name="python3",
-        resources={"metadata": {"path": str(tmp_path)}})
-    client.execute()  # raises CellExecutionError, naming the failing cell, on any error
+        notebook, km=kernel_manager, timeout=SMOKE_TIMEOUT_S, kernel_name="python3",
+        resources={"metadata": {"path": str(folder)}})
+    try:
+        client.execute()
+    finally:
+        if kernel_manager is not None and client.kc is not None:
+            client.kc.stop_channels()
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_runs_in_smoke_mode(path, tmp_path, monkeypatch):
+    run_in_smoke_mode(nbformat.read(str(path), as_version=4), tmp_path, monkeypatch)
 
 
 #: Notebooks with a switch to the networks committed under results/ (USE_COMMITTED).
