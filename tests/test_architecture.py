@@ -198,6 +198,6 @@ def test_the_tests_are_laid_out_like_the_package():
     assert folders <= parts | {"core"}, folders - parts
     top = {p.name for p in tests.glob("test_*.py")}
     assert top == {"test_architecture.py", "test_book.py", "test_jupyterlab.py",
-                   "test_links.py", "test_notebooks.py"}, top
+                   "test_links.py", "test_notebook_exercises.py", "test_notebooks.py"}, top
     for folder in folders:
         assert list((tests / folder).glob("test_*.py")), folder

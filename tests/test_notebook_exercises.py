@@ -54,10 +54,6 @@ def exercise(notebook, number, title, *edits, marks=(), variant=""):
     return Exercise(notebook, number, title, edits, marks, variant)
 
 
-#: Notebook 10's exercises that crash as the notebook is now (fixed on the notebook-10 branch).
-FIXED_ON_THE_NOTEBOOK_10_BRANCH = (pytest.mark.xfail(strict=True,
-                                                     reason="fixed on the notebook-10 branch"),)
-
 #: Each exercise's change, as a reader would make it; ``number`` and ``title`` are the exercise's
 #: number and bold title in the notebook's "Exercises" cell.
 EXERCISES = [
@@ -187,28 +183,16 @@ EXERCISES = [
                   "nets[dataset, name], train, NUM_EPOCHS,",
                   "nets[dataset, name], train, 2 * NUM_EPOCHS if name == \"plain\" else NUM_EPOCHS,")),
     # 10_bayesian_rnn
-    exercise("10_bayesian_rnn", 1, "A GRU",
-             edit("history_bbb = trainer.fit(", "models.recurrent(HIDDEN, num_outputs=2)",
-                  'models.recurrent(HIDDEN, num_outputs=2, cell="gru")'),
-             edit("history_bbb = trainer.fit(",
-                  "models.recurrent(HIDDEN, num_outputs=2, dropout=dropout)",
-                  'models.recurrent(HIDDEN, num_outputs=2, dropout=dropout, cell="gru")')),
+    exercise("10_bayesian_rnn", 1, "A GRU", config('CELL = "lstm" ', 'CELL = "gru" ')),
     exercise("10_bayesian_rnn", 2, "A known noise",
-             edit("history_bbb = trainer.fit(", "noise_sigma=None", "noise_sigma=0.3"),
-             edit("history_bbb = trainer.fit(", "models.recurrent(HIDDEN, num_outputs=2)",
-                  "models.recurrent(HIDDEN, num_outputs=1)"),
-             edit("history_bbb = trainer.fit(",
-                  "models.recurrent(HIDDEN, num_outputs=2, dropout=dropout)",
-                  "models.recurrent(HIDDEN, num_outputs=1, dropout=dropout)"),
-             marks=FIXED_ON_THE_NOTEBOOK_10_BRANCH),
+             config("NOISE_SIGMA = None ", "NOISE_SIGMA = 0.3 ")),
     exercise("10_bayesian_rnn", 3, "The prior's scale",
              config("PRIOR_SIGMA = 1.0 ", "PRIOR_SIGMA = 0.3 "), variant="0.3"),
     exercise("10_bayesian_rnn", 3, "The prior's scale",
              config("PRIOR_SIGMA = 1.0 ", "PRIOR_SIGMA = 3.0 "), variant="3"),
-    exercise("10_bayesian_rnn", 4, "Further ahead",
-             edit("sliding_windows(standardised", "sliding_windows(standardised, WINDOW)",
-                  "sliding_windows(standardised, WINDOW, horizon=5)"),
-             marks=FIXED_ON_THE_NOTEBOOK_10_BRANCH),
+    exercise("10_bayesian_rnn", 4, "Further ahead", config("HORIZON = 1 ", "HORIZON = 5 ")),
+    exercise("10_bayesian_rnn", 5, "A smaller autoregression",
+             config("AR_ORDER = 9 ", "AR_ORDER = 2 ")),
     # 11_continual_learning
     exercise("11_continual_learning", 1, "A wider fixed prior",
              config("PRIOR_SIGMA = 0.1 ", "PRIOR_SIGMA = 1.0 ")),
