@@ -197,10 +197,16 @@ EXERCISES = [
     exercise("11_continual_learning", 1, "A wider fixed prior",
              config("PRIOR_SIGMA = 0.1 ", "PRIOR_SIGMA = 1.0 ")),
     exercise("11_continual_learning", 2, "A tempered update",
-             edit("def bbb_trainer(", "gluon_bbb.BBBLoss(prior, kl=KL), optimizer_params=adam,",
-                  "gluon_bbb.BBBLoss(prior, kl=KL), optimizer_params=adam, kl_scale=0.1,")),
+             edit("seed=SEED + task)", "seed=SEED + task)", "seed=SEED + task, kl_scale=0.1)")),
     exercise("11_continual_learning", 3, "The Monte Carlo complexity",
              config('KL = "closed_form"', 'KL = "monte_carlo"')),
+    exercise("11_continual_learning", 4, "The setting of Nguyen et al",
+             config('SETTING = "notebook"', 'SETTING = "vcl"')),
+    exercise("11_continual_learning", 4, "The setting of Nguyen et al",
+             config('SETTING = "notebook"', 'SETTING = "vcl"'),
+             config("EPOCHS_PER_TASK = 10           # theirs",
+                    "EPOCHS_PER_TASK = 100          # theirs"),
+             config("TRAIN_SAMPLES = 1 ", "TRAIN_SAMPLES = 10 "), variant="full"),
 ]
 
 #: Exercises without an entry above, and why: they ask a question of the printed numbers, or
