@@ -71,12 +71,36 @@ def test_conventions_match_numpy_on_the_same_sampled_networks():
         assert got[f"mc_logprob_{scale}"] == pytest.approx(logprob, abs=1e-12)
         assert got[f"mean_{scale}"] == pytest.approx(numpy_errors([means], images, labels)[0],
                                                      abs=1e-12)
-    # on these networks the two averages disagree, so a swap of them would be seen
-    assert got["mc_prob_x126"] != got["mc_logprob_x126"]
     assert set(got) == {f"mean_{s}" for s in all_images.PIXEL_SCALES} | {
         f"mc_{a}_{s}" for a in all_images.AVERAGES for s in all_images.PIXEL_SCALES}
     assert all_images.convention_errors(trainer, batches, label_batches, 0).keys() == {
         "mean_x126", "mean_raw"}
+
+
+def test_the_two_averages_are_told_apart(monkeypatch):
+    """Two sampled networks whose arithmetic and geometric means of the class probabilities pick
+    different classes: (0.9, 0.1, 1e-9) and (0.01, 0.5, 0.49) average to class 0 as
+    probabilities and to class 1 as log-probabilities."""
+    logits = [nd.log(nd.array([[0.9, 0.1, 1e-9]])), nd.log(nd.array([[0.01, 0.5, 0.49]]))]
+
+    def two_networks(trainer, batches, num_samples):
+        assert num_samples == 2
+        for output in logits:
+            yield [output for _ in batches]
+
+    class MeanNetwork:
+        def set_mean(self):
+            pass
+
+        def forward(self, x):
+            return logits[0]
+
+    monkeypatch.setattr(all_images, "sample_outputs", two_networks)
+    batches = {"x126": [nd.zeros((1, 3))], "raw": [nd.zeros((1, 3))]}
+    got = all_images.convention_errors(MeanNetwork(), batches, [nd.array([1])], 2)
+    assert got["mc_prob_x126"] == got["mc_prob_raw"] == 1.0  # predicts 0, the label is 1
+    assert got["mc_logprob_x126"] == got["mc_logprob_raw"] == 0.0
+    assert got["mean_x126"] == 1.0
 
 
 @needs_mnist
