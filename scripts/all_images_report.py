@@ -44,8 +44,22 @@ def table(jinkehe, split, ours):
                      f"{percent(entry['mean_raw'])} | {percent(entry.get('mc_prob_x126'))} | "
                      f"{percent(entry.get('mc_logprob_raw'))} | {split[epoch - 1]:.2f} |")
     last = ours[-1]["epoch"]
-    lines.append(f"\n{last} epochs of {len(jinkehe)} trained.")
+    lines.append(f"\n{last} epochs of {len(jinkehe)} trained.\n")
+    lines.append("| epochs | JINKEHE test, MC 100 log-prob, raw | gluon_bbb all images: mean x/126 | "
+                 "mean raw | gluon_bbb 50k/10k split: validation (mean) |")
+    lines.append("|---|---|---|---|---|")
+    for end in range(10, last + 1, 10):
+        window = range(end - 9, end + 1)
+        lines.append(f"| {end - 9}-{end} | {mean(jinkehe[e - 1] for e in window):.2f} | "
+                     f"{mean(100 * ours[e - 1]['mean_x126'] for e in window):.2f} | "
+                     f"{mean(100 * ours[e - 1]['mean_raw'] for e in window):.2f} | "
+                     f"{mean(split[e - 1] for e in window):.2f} |")
     return "\n".join(lines)
+
+
+def mean(values):
+    values = list(values)
+    return sum(values) / len(values)
 
 
 def figure(jinkehe, split, ours, path):
