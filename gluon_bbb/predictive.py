@@ -36,7 +36,7 @@ from .fused import normal_sample, variational_sample
 from .posterior import assign_arrays
 
 __all__ = ["SAMPLING_METHODS", "EVAL_BATCH_SIZE", "check_sampling", "sample_outputs",
-           "predict_proba", "evaluate", "rebatch"]
+           "predict_proba", "error_rate", "evaluate", "rebatch"]
 
 logger = logging.getLogger(__name__)
 
@@ -117,10 +117,24 @@ def evaluate(trainer, data, num_samples=0, sampling="weights"):
         raise ValueError("evaluate got an empty data set")
     # Few large batches: each weight sample then costs a few big matrix products.
     inputs, labels = rebatch(inputs, EVAL_BATCH_SIZE), rebatch(labels, EVAL_BATCH_SIZE)
-    probabilities = predict_proba(trainer, inputs, num_samples, sampling)
-    mistakes = nd.add_n(*[nd.sum(nd.argmax(p, axis=-1) != y) for p, y in zip(probabilities, labels)])
-    count = sum(y.shape[0] for y in labels)
-    return float(mistakes.asscalar()) / count
+    return error_rate(predict_proba(trainer, inputs, num_samples, sampling), labels)
+
+
+def error_rate(scores, labels):
+    """The share of examples whose highest score is not their label, over all batches.
+
+    Parameters
+    ----------
+    scores : list of NDArray, (batch_size_j, num_classes) each
+        Probabilities, log-probabilities or logits: only their argmax counts.
+    labels : list of NDArray, (batch_size_j,) each, class indices
+
+    Returns
+    -------
+    float, in [0, 1] (one host sync)
+    """
+    mistakes = nd.add_n(*[nd.sum(nd.argmax(s, axis=-1) != y) for s, y in zip(scores, labels)])
+    return float(mistakes.asscalar()) / sum(y.shape[0] for y in labels)
 
 
 def rebatch(arrays, batch_size):

@@ -33,7 +33,7 @@ from mxnet import nd
 from .. import data
 from ..epochs import epoch_seed
 from ..io.checkpoint import CheckpointError, checked_field, read_json, write_json
-from ..predictive import EVAL_BATCH_SIZE, sample_outputs
+from ..predictive import EVAL_BATCH_SIZE, error_rate, sample_outputs
 from ..context import resolve_context
 from .configs import learning_rate_schedule, run_kind
 from .machine import machine_info
@@ -74,13 +74,6 @@ def mc_epochs(epochs, mc_every, last_mc):
     return chosen
 
 
-def _errors(outputs, labels):
-    """Error rate of (n, classes) outputs against int labels, summed over batches, as a host
-    float (one sync)."""
-    mistakes = nd.add_n(*[nd.sum(nd.argmax(o, axis=-1) != y) for o, y in zip(outputs, labels)])
-    return float(mistakes.asscalar()) / sum(y.shape[0] for y in labels)
-
-
 def convention_errors(trainer, batches, labels, num_samples):
     """Test errors of a trained :class:`~gluon_bbb.BBBTrainer` under every convention.
 
@@ -104,7 +97,7 @@ def convention_errors(trainer, batches, labels, num_samples):
     """
     scales = list(batches)
     trainer.set_mean()
-    errors = {f"mean_{scale}": _errors([trainer.forward(x) for x in batches[scale]], labels)
+    errors = {f"mean_{scale}": error_rate([trainer.forward(x) for x in batches[scale]], labels)
               for scale in scales}
     if num_samples == 0:
         return errors
@@ -119,7 +112,7 @@ def convention_errors(trainer, batches, labels, num_samples):
     for average in AVERAGES:
         for k, scale in enumerate(scales):
             totals = sums[average][k * per_scale:(k + 1) * per_scale]
-            errors[f"mc_{average}_{scale}"] = _errors(totals, labels)
+            errors[f"mc_{average}_{scale}"] = error_rate(totals, labels)
     return errors
 
 
