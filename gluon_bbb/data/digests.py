@@ -19,7 +19,7 @@ from typing import BinaryIO, Iterator
 from .sources import DataFile
 
 __all__ = ["ChecksumError", "CHUNK_BYTES", "content_limit", "compression_of", "open_content",
-           "content_sha256", "check_content", "write_content"]
+           "read_content", "content_sha256", "check_content", "write_content"]
 
 CHUNK_BYTES = 1 << 16
 """Bytes read at a time."""
@@ -127,6 +127,35 @@ class _CanonicalText:
         self._line(self.pending)
         self.pending = b""
         return self.digest.hexdigest()
+
+
+def read_content(path, data_file: DataFile, limit: int = None) -> bytes:
+    """The decompressed content of ``path`` (plain, gzip or a zip archive's member named
+    ``data_file.name``), read in chunks and never beyond ``limit`` bytes.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    data_file : DataFile
+        What ``path`` should hold: its name picks the zip member.
+    limit : int, optional
+        The most bytes read. Default :func:`content_limit`.
+
+    Returns
+    -------
+    bytes
+
+    Raises
+    ------
+    ChecksumError
+        Corrupt or truncated compression, a zip archive without exactly one such member, or more
+        than ``limit`` bytes.
+    OSError
+        The file cannot be read.
+    """
+    limit = content_limit(data_file) if limit is None else limit
+    with open_content(path, data_file) as stream:
+        return b"".join(_chunks(stream, limit, path))
 
 
 def content_sha256(path, data_file: DataFile) -> str:

@@ -11,13 +11,14 @@ Without a path, the file is looked for in ``$GLUON_BBB_DATA/mushroom/`` (else in
 ``~/.cache/gluon_bbb/data/mushroom/``) and, where it is in none, downloaded from UCI
 (:func:`find_mushroom_file`, :mod:`gluon_bbb.data.fetch`).
 """
+import io
 import os
 from collections import namedtuple
 from pathlib import Path
 
 import numpy as np
 
-from . import fetch
+from . import digests, fetch
 from .datafolders import DATA_ENV_VAR, DataNotFoundError, download_root
 from .sources import files_of
 
@@ -27,6 +28,7 @@ __all__ = [
     "MushroomData",
     "MushroomFormatError",
     "FILE_NAME",
+    "READ_LIMIT",
     "default_mushroom_path",
     "find_mushroom_file",
     "parse_mushroom_lines",
@@ -64,6 +66,10 @@ feature_names : list of F str
 
 #: The data file of the UCI Mushroom data set.
 FILE_NAME = "agaricus-lepiota.data"
+
+#: The most bytes :func:`load_mushroom` reads (decompressed): 64 times UCI's file, room for a
+#: user's own larger table, a bound for a compressed file that would fill memory.
+READ_LIMIT = 64 * files_of("mushroom")[0].size
 
 
 def default_mushroom_path():
@@ -205,7 +211,9 @@ def load_mushroom(path=None, download=True):
     Parameters
     ----------
     path : str or os.PathLike, optional
-        The file; it is read in place, never copied. Default :func:`find_mushroom_file`.
+        The file, plain, gzip-compressed or a zip archive holding ``agaricus-lepiota.data`` (as
+        UCI serves it; told apart by the first bytes, as ``gluon-bbb data verify`` does); it is
+        read in place, never copied. Default :func:`find_mushroom_file`.
     download : bool
         Without ``path``: download the file when it is nowhere (:func:`find_mushroom_file`).
 
@@ -220,6 +228,9 @@ def load_mushroom(path=None, download=True):
         :func:`find_mushroom_file`).
     MushroomFormatError
         See :func:`parse_mushroom_lines`.
+    ValueError
+        A corrupt compressed file, a zip archive without exactly one ``agaricus-lepiota.data``,
+        or more than :data:`READ_LIMIT` bytes (a :class:`~gluon_bbb.data.digests.ChecksumError`).
     """
     path = find_mushroom_file(download) if path is None else Path(path)
     if not path.is_file():
@@ -227,8 +238,9 @@ def load_mushroom(path=None, download=True):
             f"mushroom data not found at {path}: set {DATA_ENV_VAR} to the folder holding "
             f"mushroom/{FILE_NAME}, or download {FILE_NAME} from the UCI Machine Learning "
             "Repository (Mushroom data set) and pass its path")
-    with open(path, encoding="utf-8", errors="replace") as stream:
-        classes, attributes = parse_mushroom_lines(stream, source=str(path))
+    content = digests.read_content(path, files_of("mushroom")[0], limit=READ_LIMIT)
+    lines = io.TextIOWrapper(io.BytesIO(content), encoding="utf-8", errors="replace")
+    classes, attributes = parse_mushroom_lines(lines, source=str(path))
     contexts, categories = one_hot_encode(attributes)
     feature_names = [f"{name}={letter}" for name, letters in zip(ATTRIBUTE_NAMES, categories)
                      for letter in letters]

@@ -83,6 +83,37 @@ def test_many_format_errors_are_summarised_and_missing_files_named(tmp_path):
         load_mushroom(tmp_path / "nowhere.data")
 
 
+def test_a_gzipped_or_zipped_file_reads_as_the_plain_one(tiny_file, tmp_path):
+    """What ``gluon-bbb data verify`` accepts, the loader reads: gzip, or UCI's zip (the file
+    as one member beside others), told apart by the first bytes whatever the name."""
+    import gzip
+    import zipfile
+    plain = load_mushroom(tiny_file)
+    gzipped = tmp_path / "agaricus-lepiota.data"  # the plain name, gzip bytes
+    gzipped.write_bytes(gzip.compress(tiny_file.read_bytes().replace(b"\n", b"\r\n")))
+    zipped = tmp_path / "mushroom.zip"
+    with zipfile.ZipFile(zipped, "w") as archive:
+        archive.writestr("agaricus-lepiota.names", "not data")
+        archive.writestr("agaricus-lepiota.data", tiny_file.read_bytes())
+    for path in (gzipped, zipped):
+        data = load_mushroom(path)
+        np.testing.assert_array_equal(data.contexts, plain.contexts)
+        np.testing.assert_array_equal(data.edible, plain.edible)
+        assert data.feature_names == plain.feature_names
+
+
+def test_a_bad_compressed_or_oversized_file_is_named_in_one_line(tiny_file, tmp_path, monkeypatch):
+    import gzip
+    from gluon_bbb.data import mushroom
+    truncated = tmp_path / "truncated.data"
+    truncated.write_bytes(gzip.compress(tiny_file.read_bytes() * 50)[:60])
+    with pytest.raises(ValueError, match=r"truncated\.data: corrupt or truncated"):
+        load_mushroom(truncated)
+    monkeypatch.setattr(mushroom, "READ_LIMIT", 100)
+    with pytest.raises(ValueError, match=r"tiny\.data: holds more than 100 bytes"):
+        load_mushroom(tiny_file)
+
+
 def test_the_default_file_is_found_through_gluon_bbb_data(tiny_file, tmp_path, monkeypatch):
     """The notebook and the CLI leave the path to the package: $GLUON_BBB_DATA/mushroom/."""
     (tmp_path / "root" / "mushroom").mkdir(parents=True)
