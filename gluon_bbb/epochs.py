@@ -41,7 +41,8 @@ def epoch_seed(seed, epoch, stream=0):
     stream : int
         0 for the trainer's weight noise; other numbers for other streams of the same run
         (1: the dropout masks of the deterministic baselines; 2: the bandit agents' segments,
-        with ``epoch`` the segment).
+        with ``epoch`` the segment; 3 and 4: the sampled networks that score the test and the
+        training images in :mod:`gluon_bbb.experiments.all_images`).
 
     Returns
     -------

@@ -1,7 +1,8 @@
 """Compare gluon_bbb on all 60,000 training images (scripts/all_images.py) with JINKEHE's
 bayes1 run (its per-epoch test accuracy, decoded by scripts/decode_pickled_curve.py) and with
 gluon_bbb's own long protocol on the 50,000/10,000 split (its validation curve): a table at
-chosen epochs and a figure of the three curves.
+chosen epochs, ten-epoch means, the numbers each run reports (the mean of the last ten epochs,
+the last epoch, the lowest) and a figure of the three curves.
 
     python scripts/all_images_report.py runs/all-images/bbb-mixture-1200-paper-s0 \\
         --figure docs/figures/all-images-curves.png
@@ -62,19 +63,58 @@ def mean(values):
     return sum(values) / len(values)
 
 
+#: The record's test errors, in the order of the summary table.
+CONVENTIONS = (("mean_x126", "posterior mean, pixels / 126"),
+               ("mean_raw", "posterior mean, raw pixels"),
+               ("mc_prob_x126", "MC 100, probabilities, pixels / 126"),
+               ("mc_prob_raw", "MC 100, probabilities, raw pixels"),
+               ("mc_logprob_x126", "MC 100, log-probabilities, pixels / 126"),
+               ("mc_logprob_raw", "MC 100, log-probabilities, raw pixels (bayes1's convention)"))
+
+
+def summary(jinkehe, ours, last=10):
+    """The numbers a run reports: the mean of the last ``last`` epochs (bayes1's rule), the
+    last epoch, and the lowest error of any epoch measured (a number read off the test set)."""
+    final = ours[-1]["epoch"]
+    lines = [f"| test error after epoch {final} | mean of epochs {final - last + 1}-{final} | "
+             f"epoch {final} | lowest (epoch) |", "|---|---:|---:|---:|"]
+    window = jinkehe[final - last:final]
+    lowest = min(range(final), key=lambda i: jinkehe[i])
+    lines.append(f"| JINKEHE bayes1: MC 100, log-probabilities, raw pixels | {mean(window):.2f} | "
+                 f"{jinkehe[final - 1]:.2f} | {jinkehe[lowest]:.2f} ({lowest + 1}) |")
+    for key, label in CONVENTIONS:
+        measured = [entry for entry in ours if entry.get(key) is not None]
+        tail = [100 * entry[key] for entry in ours[-last:] if entry.get(key) is not None]
+        if not measured or len(tail) < last:
+            continue
+        best = min(measured, key=lambda entry: entry[key])
+        lines.append(f"| gluon_bbb: {label} | {mean(tail):.2f} | {100 * ours[-1][key]:.2f} | "
+                     f"{100 * best[key]:.2f} ({best['epoch']}) |")
+    return "\n".join(lines)
+
+
+def moving_mean(values, width=10):
+    """The centred moving mean of ``width`` values (shorter at the ends)."""
+    half = width // 2
+    return [mean(values[max(0, i - half):i + width - half]) for i in range(len(values))]
+
+
 def figure(jinkehe, split, ours, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
-    ax.plot(range(1, len(jinkehe) + 1), jinkehe, color="tab:gray",
-            label="JINKEHE bayes1: test, MC 100 log-prob, raw pixels (60k train)")
-    ax.plot(range(1, len(split) + 1), split, color="tab:blue", alpha=0.7,
-            label="gluon_bbb, 50k/10k split: validation, posterior mean")
     epochs = [entry["epoch"] for entry in ours]
-    ax.plot(epochs, [100 * entry["mean_x126"] for entry in ours], color="tab:red",
-            label="gluon_bbb, 60k train: test, posterior mean, x/126")
+    for values, x, color, label in (
+            (jinkehe, range(1, len(jinkehe) + 1), "tab:gray",
+             "JINKEHE bayes1: test, MC 100 log-prob, raw pixels (60k train)"),
+            (split, range(1, len(split) + 1), "tab:blue",
+             "gluon_bbb, 50k/10k split: validation, posterior mean"),
+            ([100 * entry["mean_x126"] for entry in ours], epochs, "tab:red",
+             "gluon_bbb, 60k train: test, posterior mean, x/126")):
+        ax.plot(x, values, color=color, alpha=0.25, linewidth=0.7)  # every epoch, faint
+        ax.plot(x, moving_mean(values), color=color, linewidth=1.4, label=label)
     measured = [entry for entry in ours if entry["mc_samples"]]
     if measured:
         ax.plot([e["epoch"] for e in measured], [100 * e["mc_logprob_raw"] for e in measured],
@@ -86,7 +126,8 @@ def figure(jinkehe, split, ours, path):
     ax.set_xlim(1, max(len(jinkehe), 1))
     ax.axhline(1.31, color="black", linewidth=0.6, linestyle=":")
     ax.text(2, 1.33, "1.31%: JINKEHE's mean of the last ten epochs", fontsize=8)
-    ax.set_title("2x1200 scale mixture, 600 epochs of SGD: the same code on two protocols")
+    ax.set_title("2x1200 scale mixture, 600 epochs of SGD: the same code on two protocols\n"
+                 "(lines: ten-epoch moving means; faint: every epoch)", fontsize=9)
     ax.legend(fontsize=7, loc="upper right")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -99,6 +140,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     jinkehe, split, ours = curves(args.run_dir)
     print(table(jinkehe, split, ours))
+    print()
+    print(summary(jinkehe, ours))
     if args.figure:
         figure(jinkehe, split, ours, args.figure)
 

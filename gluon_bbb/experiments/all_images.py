@@ -37,13 +37,13 @@ from ..predictive import EVAL_BATCH_SIZE, error_rate, sample_outputs
 from ..context import resolve_context
 from .configs import learning_rate_schedule, run_kind
 from .machine import machine_info
-from .runfolder import CONFIG, append_session, check_run_dir, now
+from .runfolder import CONFIG, append_session, check_run_dir, now, read_run_config
 from .runlock import RunFolderLock
 from .runners import make_runner
 from .wording import describe
 
-__all__ = ["RECORD", "PIXEL_SCALES", "AVERAGES", "TEST_SEED_STREAM", "mc_epochs",
-           "convention_errors", "run_all_images", "read_record"]
+__all__ = ["RECORD", "PIXEL_SCALES", "AVERAGES", "TEST_SEED_STREAM", "TRAIN_SEED_STREAM",
+           "mc_epochs", "convention_errors", "run_all_images", "read_record", "training_errors"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +58,9 @@ AVERAGES = ("prob", "logprob")
 
 #: The :func:`~gluon_bbb.epochs.epoch_seed` stream of the test-time weight samples.
 TEST_SEED_STREAM = 3
+
+#: The :func:`~gluon_bbb.epochs.epoch_seed` stream of :func:`training_errors`' weight samples.
+TRAIN_SEED_STREAM = 4
 
 
 def mc_epochs(epochs, mc_every, last_mc):
@@ -116,10 +119,62 @@ def convention_errors(trainer, batches, labels, num_samples):
     return errors
 
 
+def training_errors(run_dir, num_samples=100, num_examples=None, data_dir=None, ctx=None):
+    """The errors on the training images of the network a run folder's checkpoint holds, under
+    every convention: how a run that reports its training accuracy after each epoch measures
+    it (``bayes1`` averages 100 sampled networks' log-probabilities on raw pixels).
+
+    Parameters
+    ----------
+    run_dir : str
+        A folder written by :func:`run_all_images` (``config.json``, ``checkpoint.bbb``).
+    num_samples : int
+        Sampled networks of the Monte Carlo errors (drawn from the
+        :data:`TRAIN_SEED_STREAM` stream of the run's seed and epoch); 0 for the posterior
+        mean only.
+    num_examples : int, optional
+        Score the first ``num_examples`` of the training images the run trained on (all by
+        default): the Monte Carlo errors of 60,000 images cost six times the test set's.
+    data_dir, ctx
+        As for :func:`run_all_images`.
+
+    Returns
+    -------
+    dict
+        ``"epoch"`` (the checkpoint's), ``"num_examples"`` and the errors of
+        :func:`convention_errors` over those images.
+
+    Raises
+    ------
+    ValueError
+        Not such a folder, or a damaged file.
+    """
+    config = read_run_config(run_dir)
+    if run_kind(config) != "bbb" or config["num_validation"] != 0:
+        raise ValueError(f"{run_dir} holds no Bayes-by-Backprop run on every training image")
+    ctx = resolve_context(ctx)
+    runner = make_runner(config, ctx)
+    runner.trainer.load(os.path.join(run_dir, "checkpoint.bbb"), optimizer=False)
+    trainer = runner.trainer
+    if num_examples is not None:
+        config = dict(config, subset=min(int(num_examples), config["subset"] or num_examples))
+    batches, labels = _image_batches(config, "train", data_dir, ctx)
+    trainer.reseed(epoch_seed(config["seed"], trainer.epoch, stream=TRAIN_SEED_STREAM))
+    errors = convention_errors(trainer, batches, labels, num_samples)
+    return dict(epoch=trainer.epoch, num_examples=sum(len(batch) for batch in labels),
+                **errors)
+
+
 def _test_batches(config, data_dir, ctx):
     """The test images under both pixel scales and their labels, in large batches."""
-    scaled = data.load_dataset(config["dataset"], "test", data_dir, config["preprocessing"])
-    raw_images, labels = data.load_raw(config["dataset"], "test", data_dir)
+    return _image_batches(config, "test", data_dir, ctx)
+
+
+def _image_batches(config, split, data_dir, ctx):
+    """The images of ``split`` ("train" or "test") under both pixel scales and their labels,
+    in large batches."""
+    scaled = data.load_dataset(config["dataset"], split, data_dir, config["preprocessing"])
+    raw_images, labels = data.load_raw(config["dataset"], split, data_dir)
     if config["subset"] is not None:
         scaled = tuple(array[:config["subset"]] for array in scaled)
         raw_images, labels = raw_images[:config["subset"]], labels[:config["subset"]]

@@ -146,6 +146,37 @@ def test_a_damaged_record_is_named(tmp_path):
         all_images.run_all_images(config, 2, str(tmp_path), mc_samples=2, mc_every=0, last_mc=0)
 
 
+@needs_mnist
+@pytest.mark.real_data
+def test_training_errors_of_a_checkpoint_match_numpy(tmp_path):
+    """bayes1's training accuracy, measured on a run folder's network: the posterior mean on
+    both pixel scales against a float64 NumPy forward pass of the checkpoint's mu, the Monte
+    Carlo errors drawn from their own seeded stream (the same twice)."""
+    from gluon_bbb import data
+    config = smoke_config()
+    all_images.run_all_images(config, 1, str(tmp_path), mc_samples=0, mc_every=0, last_mc=0)
+    got = all_images.training_errors(str(tmp_path), num_samples=3)
+    assert got["epoch"] == 1 and got["num_examples"] == SMOKE["subset"]
+    trainer = make_bbb_trainer(config, mx.cpu())
+    trainer.load(str(tmp_path / "checkpoint.bbb"))
+    mus = [m.data().asnumpy().astype(np.float64) for m in trainer.posterior.mus]
+    scaled, labels = data.load_dataset("mnist", "train", preprocessing="paper")
+    raw, _ = data.load_raw("mnist", "train")
+    n = SMOKE["subset"]
+    for scale, images in (("x126", scaled[:n]), ("raw", raw[:n].reshape(n, -1))):
+        expected = numpy_errors([mus], images.astype(np.float64), labels[:n])[0]
+        assert got[f"mean_{scale}"] == pytest.approx(expected, abs=1e-12)
+    assert got == all_images.training_errors(str(tmp_path), num_samples=3)
+    first = all_images.training_errors(str(tmp_path), num_samples=0, num_examples=100)
+    expected = numpy_errors([mus], scaled[:100].astype(np.float64), labels[:100])[0]
+    assert first["num_examples"] == 100 and first["mean_x126"] == pytest.approx(expected, abs=1e-12)
+    assert {f"mc_{a}_{s}" for a in all_images.AVERAGES for s in all_images.PIXEL_SCALES} < set(got)
+    with pytest.raises(ValueError, match="every training image"):
+        (tmp_path / "config.json").write_text(json.dumps(dict(
+            json.loads((tmp_path / "config.json").read_text()), num_validation=100)))
+        all_images.training_errors(str(tmp_path))
+
+
 def test_the_validation_protocol_and_this_one_refuse_each_others_configurations(tmp_path):
     with pytest.raises(ValueError, match="num_validation=0"):
         experiments.run(smoke_config(), 1, str(tmp_path / "a"))
@@ -182,3 +213,25 @@ def test_a_pickled_curve_is_read_without_unpickling_and_anything_else_refused(tm
     assert not (tmp_path / "executed").exists() and not (tmp_path / "d.json").exists()
     path.write_bytes(pickle.dumps([np.float32(1.5)], protocol=3))
     assert decoder.main([str(path), "--source", "x", "--output", str(tmp_path / "e.json")]) == 2
+
+
+def test_the_report_summarises_as_each_run_reports():
+    """The mean of the last ten epochs (bayes1's rule), the last epoch and the lowest, for
+    bayes1's curve and for every convention measured on each of the last ten epochs."""
+    report = load_script("all_images_report")
+    jinkehe = [3.0 - 0.1 * e for e in range(20)]  # 3.0, 2.9, ..., 1.1
+    ours = [dict(epoch=e + 1, mean_x126=0.02 + 0.001 * ((e * 7) % 5), mean_raw=0.03,
+                 mc_samples=100 if e >= 10 else 0,
+                 **({"mc_logprob_raw": 0.01 * (e % 3 + 1)} if e >= 10 else {}))
+            for e in range(12)]
+    lines = report.summary(jinkehe, ours).splitlines()
+    assert lines[0].startswith("| test error after epoch 12 | mean of epochs 3-12 | epoch 12 |")
+    bayes1 = [3.0 - 0.1 * e for e in range(2, 12)]
+    assert lines[2] == (f"| JINKEHE bayes1: MC 100, log-probabilities, raw pixels | "
+                        f"{sum(bayes1) / 10:.2f} | 1.90 | 1.90 (12) |")
+    mean_x126 = [100 * entry["mean_x126"] for entry in ours[2:]]
+    assert lines[3] == (f"| gluon_bbb: posterior mean, pixels / 126 | {sum(mean_x126) / 10:.2f} | "
+                        f"{mean_x126[-1]:.2f} | 2.00 (1) |")
+    # the Monte Carlo column was measured on two of the last ten epochs only: no row
+    assert not any("log-probabilities, raw pixels (bayes1" in line for line in lines)
+    assert report.moving_mean([1, 2, 3, 4], width=3) == [1.5, 2, 3, 3.5]  # centred, shorter at the ends
