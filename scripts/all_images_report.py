@@ -16,6 +16,12 @@ ROOT = os.path.dirname(HERE)
 JINKEHE_TEST = os.path.join(ROOT, "results", "all-images", "jinkehe-bayes1-test-accuracy.json")
 SPLIT_RUN = os.path.join(ROOT, "results", "paper-600", "bbb-mixture-1200-paper-s0", "result.json")
 EPOCHS = (1, 2, 5) + tuple(range(10, 201, 10)) + tuple(range(250, 601, 50))
+#: JINKEHE's three other 2x1200 scale-mixture runs (scripts/bayes2-4.sh), each with one setting
+#: changed from bayes1's, all four scored on the test set after every epoch: the change and
+#: the sampled networks averaged at test.
+OTHER_RUNS = {"bayes2": ("bayes1 with the rate halved every 100 epochs", 200),
+              "bayes3": ("bayes1 with sigma1 = e^-2", 100),
+              "bayes4": ("bayes1 with sigma1 = e^-1", 100)}
 
 
 def curves(run_dir):
@@ -72,16 +78,32 @@ CONVENTIONS = (("mean_x126", "posterior mean, pixels / 126"),
                ("mc_logprob_raw", "MC 100, log-probabilities, raw pixels (bayes1's convention)"))
 
 
-def summary(jinkehe, ours, last=10):
+def other_runs():
+    """JINKEHE's other runs' test errors (%) by name, for those decoded into results/."""
+    found = {}
+    for name in OTHER_RUNS:
+        path = JINKEHE_TEST.replace("bayes1", name)
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as handle:
+                found[name] = [100 - value for value in json.load(handle)["values"]]
+    return found
+
+
+def summary(jinkehe, ours, last=10, others=None):
     """The numbers a run reports: the mean of the last ``last`` epochs (bayes1's rule), the
-    last epoch, and the lowest error of any epoch measured (a number read off the test set)."""
+    last epoch, and the lowest error of any epoch measured (a number read off the test set);
+    ``others`` ({name: curve}) adds rows for JINKEHE's other runs."""
     final = ours[-1]["epoch"]
     lines = [f"| test error after epoch {final} | mean of epochs {final - last + 1}-{final} | "
              f"epoch {final} | lowest (epoch) |", "|---|---:|---:|---:|"]
-    window = jinkehe[final - last:final]
-    lowest = min(range(final), key=lambda i: jinkehe[i])
-    lines.append(f"| JINKEHE bayes1: MC 100, log-probabilities, raw pixels | {mean(window):.2f} | "
-                 f"{jinkehe[final - 1]:.2f} | {jinkehe[lowest]:.2f} ({lowest + 1}) |")
+    for name, curve in [("bayes1", jinkehe)] + sorted((others or {}).items()):
+        window = curve[final - last:final]
+        lowest = min(range(final), key=lambda i: curve[i])
+        setting, samples = OTHER_RUNS.get(name, (None, 100))
+        setting = f" ({setting})" if setting else ""
+        lines.append(f"| JINKEHE {name}{setting}: MC {samples}, log-probabilities, raw pixels | "
+                     f"{mean(window):.2f} | {curve[final - 1]:.2f} | {curve[lowest]:.2f} "
+                     f"({lowest + 1}) |")
     for key, label in CONVENTIONS:
         measured = [entry for entry in ours if entry.get(key) is not None]
         tail = [100 * entry[key] for entry in ours[-last:] if entry.get(key) is not None]
@@ -141,7 +163,7 @@ def main(argv=None):
     jinkehe, split, ours = curves(args.run_dir)
     print(table(jinkehe, split, ours))
     print()
-    print(summary(jinkehe, ours))
+    print(summary(jinkehe, ours, others=other_runs()))
     if args.figure:
         figure(jinkehe, split, ours, args.figure)
 
