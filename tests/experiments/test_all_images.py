@@ -235,3 +235,8 @@ def test_the_report_summarises_as_each_run_reports():
     # the Monte Carlo column was measured on two of the last ten epochs only: no row
     assert not any("log-probabilities, raw pixels (bayes1" in line for line in lines)
     assert report.moving_mean([1, 2, 3, 4], width=3) == [1.5, 2, 3, 3.5]  # centred, shorter at the ends
+    gap_lines = report.gaps(jinkehe, ours, phase=10).splitlines()
+    first = [100 * e["mean_x126"] - jinkehe[e["epoch"] - 1] for e in ours[:10]]
+    assert gap_lines[2] == f"| 1-10 |  | {sum(first) / 10:+.2f} |"  # no Monte Carlo epoch
+    mc = [100 * e["mc_logprob_raw"] - jinkehe[e["epoch"] - 1] for e in ours[10:]]
+    assert gap_lines[3].startswith(f"| 11-12 | {sum(mc) / 2:+.2f} (2) |")
