@@ -6,7 +6,8 @@ comparison with its decoded training curve at the same epoch.
     OMP_NUM_THREADS=2 GLUON_BBB_DATA=../shared/data python scripts/all_images_training_errors.py \\
         runs/all-images/bbb-mixture-1200-paper-s0
 
-Writes ``training-errors-<epoch>.json`` into the folder and prints the errors.
+Writes ``training-errors-<epoch>-<images>-mc<samples>.json`` into the folder and prints the
+errors.
 """
 import argparse
 import os
@@ -24,8 +25,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     errors = training_errors(args.run_dir, num_samples=args.mc_samples,
                              num_examples=args.num_examples)
-    write_json(os.path.join(args.run_dir, f"training-errors-{errors['epoch']}.json"),
-               dict(errors, mc_samples=args.mc_samples))
+    name = f"training-errors-{errors['epoch']}-{errors['num_examples']}-mc{args.mc_samples}.json"
+    write_json(os.path.join(args.run_dir, name), dict(errors, mc_samples=args.mc_samples))
     for key, value in errors.items():
         print(f"{key}: {value if key in ('epoch', 'num_examples') else f'{100 * value:.3f}%'}")
 

@@ -171,6 +171,11 @@ def test_training_errors_of_a_checkpoint_match_numpy(tmp_path):
     expected = numpy_errors([mus], scaled[:100].astype(np.float64), labels[:100])[0]
     assert first["num_examples"] == 100 and first["mean_x126"] == pytest.approx(expected, abs=1e-12)
     assert {f"mc_{a}_{s}" for a in all_images.AVERAGES for s in all_images.PIXEL_SCALES} < set(got)
+    load_script("all_images_training_errors").main([str(tmp_path), "--mc-samples", "2",
+                                                    "--num-examples", "50"])
+    written = json.loads((tmp_path / "training-errors-1-50-mc2.json").read_text())
+    assert written["num_examples"] == 50 and written["mc_samples"] == 2
+    assert written["mean_x126"] == all_images.training_errors(str(tmp_path), 0, 50)["mean_x126"]
     with pytest.raises(ValueError, match="every training image"):
         (tmp_path / "config.json").write_text(json.dumps(dict(
             json.loads((tmp_path / "config.json").read_text()), num_validation=100)))
