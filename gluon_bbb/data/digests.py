@@ -14,7 +14,7 @@ import shutil
 import zipfile
 import zlib
 from contextlib import contextmanager
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Iterator, Optional
 
 from .sources import DataFile
 
@@ -129,7 +129,7 @@ class _CanonicalText:
         return self.digest.hexdigest()
 
 
-def read_content(path, data_file: DataFile, limit: int = None) -> bytes:
+def read_content(path, data_file: DataFile, limit: Optional[int] = None) -> bytes:
     """The decompressed content of ``path`` (plain, gzip or a zip archive's member named
     ``data_file.name``), read in chunks and never beyond ``limit`` bytes.
 

@@ -27,6 +27,7 @@ atomically after every epoch) and ``sessions.json``.
 import logging
 import os
 import time
+from typing import Optional
 
 from mxnet import nd
 
@@ -119,7 +120,8 @@ def convention_errors(trainer, batches, labels, num_samples):
     return errors
 
 
-def training_errors(run_dir, num_samples=100, num_examples=None, data_dir=None, ctx=None):
+def training_errors(run_dir: str, num_samples: int = 100, num_examples: Optional[int] = None,
+                    data_dir: Optional[str] = None, ctx=None) -> dict:
     """The errors on the training images of the network a run folder's checkpoint holds, under
     every convention: how a run that reports its training accuracy after each epoch measures
     it (``bayes1`` averages 100 sampled networks' log-probabilities on raw pixels).
