@@ -167,11 +167,6 @@ def training_errors(run_dir: str, num_samples: int = 100, num_examples: Optional
                 **errors)
 
 
-def _test_batches(config, data_dir, ctx):
-    """The test images under both pixel scales and their labels, in large batches."""
-    return _image_batches(config, "test", data_dir, ctx)
-
-
 def _image_batches(config, split, data_dir, ctx):
     """The images of ``split`` ("train" or "test") under both pixel scales and their labels,
     in large batches."""
@@ -255,7 +250,7 @@ def run_all_images(config, epochs, output_dir, mc_samples=100, mc_every=10, last
                                    data_dir=data_dir, preprocessing=config["preprocessing"],
                                    num_validation=0, subset=config["subset"], ctx=ctx,
                                    seed=config["seed"])
-        test_batches, test_labels = _test_batches(config, data_dir, ctx)
+        test_batches, test_labels = _image_batches(config, "test", data_dir, ctx)
         runner = make_runner(config, ctx)
         trainer = runner.trainer
         checkpoint = os.path.join(output_dir, "checkpoint.bbb")
