@@ -3,7 +3,10 @@
 ``train``, ``reproduce`` and every ``search`` trial hold an exclusive lock on their run folder
 while they write it: ``fcntl.flock`` on the file :data:`LOCK_FILE` inside it. The operating
 system releases the lock when the process ends, however it ends (even by SIGKILL), so a
-crashed run never leaves the folder locked. A second writer is refused at once with a
+crashed run never leaves the folder locked. While a process holds a folder, SIGTERM (``kill``'s
+default, what a scheduler or a container stop sends) stops it as an exception would, raising
+:class:`Terminated` in the main thread: the run's session is recorded before the process ends,
+with exit status 143 (128 + SIGTERM). A second writer is refused at once with a
 :class:`RunFolderBusyError` naming the folder and the holder's pid. Within one process the
 lock is re-entrant (the command line holds it around ``reproduce.run``, which takes it too). Readers (``evaluate``,
 ``prune``, ``plot``, ...) take no lock: checkpoints are replaced atomically. The writer that
@@ -14,12 +17,15 @@ import errno
 import fcntl
 import logging
 import os
+import signal
+import threading
 import time
 
 from .._checks import check_int
 from ..io.checkpoint import remove_stale_temporary_files
 
-__all__ = ["LOCK_FILE", "RunFolderBusyError", "RunFolderLock", "waiting_lock", "meet_workers"]
+__all__ = ["LOCK_FILE", "RunFolderBusyError", "RunFolderLock", "Terminated", "waiting_lock",
+           "meet_workers"]
 
 logger = logging.getLogger(__name__)
 
@@ -29,8 +35,34 @@ LOCK_FILE = ".writer.lock"
 _HELD = {}
 
 
+#: The SIGTERM handler that was in place before this process took its first folder.
+_SIGTERM_BEFORE = []
+
+
 class RunFolderBusyError(ValueError):
     """Another process is writing the run folder."""
+
+
+class Terminated(SystemExit):
+    """Raised in the main thread by SIGTERM while a run folder is held: the writer's cleanup
+    (its session record) runs, and the process exits with status 128 + SIGTERM."""
+
+
+def _stop(signum, frame):
+    raise Terminated(128 + signum)
+
+
+def _catch_sigterm():
+    """Turn SIGTERM into :class:`Terminated`, where it can be: in the main thread, over the
+    default action only (a handler the program set stays)."""
+    if threading.current_thread() is threading.main_thread() \
+            and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        _SIGTERM_BEFORE.append(signal.signal(signal.SIGTERM, _stop))
+
+
+def _release_sigterm():
+    if _SIGTERM_BEFORE and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _SIGTERM_BEFORE.pop())
 
 
 class RunFolderLock:
@@ -72,6 +104,8 @@ class RunFolderLock:
         os.ftruncate(descriptor, 0)
         os.pwrite(descriptor, f"{os.getpid()}\n".encode("ascii"), 0)
         self.descriptor = descriptor
+        if not _HELD:
+            _catch_sigterm()
         _HELD[self.key] = 1
         removed = remove_stale_temporary_files(self.folder)
         if removed:
@@ -83,6 +117,8 @@ class RunFolderLock:
         _HELD[self.key] -= 1
         if not _HELD[self.key]:
             del _HELD[self.key]
+            if not _HELD:
+                _release_sigterm()
         if self.descriptor is not None:
             fcntl.flock(self.descriptor, fcntl.LOCK_UN)
             os.close(self.descriptor)

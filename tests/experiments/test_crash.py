@@ -129,3 +129,55 @@ def test_sigkill_at_random_moments_never_loses_work(tmp_path, fake_mnist):
     best_b = read_checkpoint(reference / "best.bbb").arrays
     for name in best_b:
         np.testing.assert_array_equal(best_a[name], best_b[name])
+
+
+def test_sigterm_stops_a_run_as_an_exception_would_and_records_its_session(tmp_path, fake_mnist):
+    """``kill``'s default signal during training: exit status 143, the session recorded as
+    stopped by Terminated with the epochs done, the checkpoint loadable, and the same command
+    resumes it."""
+    out = tmp_path / "terminated"
+    run = _Process(_command(fake_mnist, out))
+    run.started.wait(timeout=120)
+    deadline = time.time() + 120
+    while not (out / "checkpoint.bbb").exists():  # at least one epoch done
+        assert run.process.poll() is None and time.time() < deadline, "".join(run.lines)
+        time.sleep(0.05)
+    run.process.send_signal(signal.SIGTERM)
+    assert run.wait() == 128 + signal.SIGTERM, "".join(run.lines)
+    epoch = _check_folder(out, 1)
+    session = read_json(out / "sessions.json", kind=list)[-1]
+    assert session["outcome"] == "stopped by Terminated"
+    assert session["epochs_before"] == 0 and 1 <= session["epochs_after"] < EPOCHS
+    assert session["epochs_after"] in (epoch, epoch + 1)  # a last epoch's checkpoint may be ahead
+    assert "Traceback" not in "".join(run.lines)
+    resumed = _Process(_command(fake_mnist, out))
+    assert resumed.wait() == 0, "".join(resumed.lines)
+    assert read_json(out / "sessions.json", kind=list)[-1]["epochs_before"] >= epoch
+
+
+def test_the_sigterm_handler_is_the_writers_alone(tmp_path):
+    """Taken with the first folder a process holds, given back with the last; a handler the
+    program set itself is left alone."""
+    from gluon_bbb.experiments.runlock import RunFolderLock, Terminated
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    with RunFolderLock(tmp_path / "a"):
+        with RunFolderLock(tmp_path / "b"):
+            handler = signal.getsignal(signal.SIGTERM)
+            assert handler != signal.SIG_DFL
+        assert signal.getsignal(signal.SIGTERM) is handler
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)  # the handler runs in the main thread between bytecodes
+            raise AssertionError("SIGTERM did not stop the writer")
+        except Terminated as stopped:
+            assert stopped.code == 128 + signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+    def own(signum, frame):
+        pass
+    signal.signal(signal.SIGTERM, own)
+    try:
+        with RunFolderLock(tmp_path / "c"):
+            assert signal.getsignal(signal.SIGTERM) is own
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
