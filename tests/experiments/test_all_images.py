@@ -245,3 +245,60 @@ def test_the_report_summarises_as_each_run_reports():
     assert gap_lines[2] == f"| 1-10 |  | {sum(first) / 10:+.2f} |"  # no Monte Carlo epoch
     mc = [100 * e["mc_logprob_raw"] - jinkehe[e["epoch"] - 1] for e in ours[10:]]
     assert gap_lines[3].startswith(f"| 11-12 | {sum(mc) / 2:+.2f} (2) |")
+
+
+def write_record(folder, values, mc=None):
+    """A run folder whose record has test errors ``values`` (mean_x126) and, on the epochs
+    ``mc`` maps, a Monte Carlo error under bayes1's convention."""
+    folder.mkdir()
+    epochs = [dict(epoch=e + 1, mean_x126=v, mean_raw=v, mc_samples=100 if e + 1 in (mc or {}) else 0,
+                   **({"mc_logprob_raw": mc[e + 1]} if e + 1 in (mc or {}) else {}))
+              for e, v in enumerate(values)]
+    (folder / all_images.RECORD).write_text(json.dumps({"config": "x", "epochs": epochs}))
+    return str(folder)
+
+
+def test_the_comparison_of_groups_reports_each_run_and_each_group(tmp_path, capsys):
+    compare = load_script("all_images_compare")
+    a0 = write_record(tmp_path / "a0", [0.03] * 10 + [0.02] * 10, mc={e: 0.015 for e in range(11, 21)})
+    a1 = write_record(tmp_path / "a1", [0.03] * 10 + [0.01] * 10, mc={e: 0.017 for e in range(11, 21)})
+    b0 = write_record(tmp_path / "b0", [0.04] * 15)  # not yet at the others' last epoch
+    groups = {"A": {a0: all_images.read_record(a0), a1: all_images.read_record(a1)},
+              "B": {b0: all_images.read_record(b0)}}
+    rows = compare.run_table(groups).splitlines()
+    assert rows[2] == "| A | a0 | 20 | 1.50 | 2.00 |"
+    assert rows[3] == "| A | a1 | 20 | 1.70 | 1.00 |"
+    sd_mc, sd_mean = np.std([1.5, 1.7], ddof=1), np.std([2.0, 1.0], ddof=1)
+    assert rows[4] == f"| A | mean ± sd (runs) | | 1.60 ± {sd_mc:.2f} (2) | 1.50 ± {sd_mean:.2f} (2) |"
+    assert rows[5] == "| B | b0 | 15 |  | 4.00 |"  # no Monte Carlo error measured
+    assert rows[6] == "| B | mean ± sd (runs) | |  | 4.00 (1) |"
+    phases = compare.phase_table(groups, phase=10).splitlines()
+    assert phases[2] == "| 1-10 | 3.00 (3.00-3.00, 2 runs) | 4.00 (4.00-4.00, 1 runs) |"
+    assert phases[3] == "| 11-20 | 1.50 (1.00-2.00, 2 runs) |  |"  # b0 stopped at 15
+    assert compare.main(["--group", "A", a0, a1, "--group", "B", b0]) == 0
+    assert "| A | a0 | 20 |" in capsys.readouterr().out
+    (tmp_path / "a1" / all_images.RECORD).write_text('{"epochs": [{"epoch": 2}]}')
+    assert compare.main(["--group", "A", a0, a1]) == 2
+    assert "a1" in capsys.readouterr().err
+
+
+@needs_mnist
+@pytest.mark.real_data
+def test_the_pytorch_peer_resumes_bit_for_bit_and_names_a_bad_checkpoint(tmp_path):
+    """scripts/peer_all_images.py (runs where PyTorch is installed): two epochs in one go equal
+    one epoch, a stop, and a resumed second; a damaged checkpoint is one ValueError naming it."""
+    pytest.importorskip("torch")
+    peer = load_script("peer_all_images")
+    common = ["--hidden", "16", "--subset", "512", "--mc-samples", "3", "--mc-every", "1",
+              "--threads", "1", "--eager"]
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    peer.main(common + ["--epochs", "2", "--output-dir", str(whole)])
+    peer.main(common + ["--epochs", "1", "--output-dir", str(parts)])
+    peer.main(common + ["--epochs", "2", "--output-dir", str(parts)])
+    strip = lambda record: [{k: v for k, v in e.items() if k != "seconds"} for e in record]  # noqa: E731
+    assert strip(all_images.read_record(str(whole))) == strip(all_images.read_record(str(parts)))
+    with np.load(whole / "checkpoint.npz") as a, np.load(parts / "checkpoint.npz") as b:
+        assert a.files == b.files and all(np.array_equal(a[k], b[k]) for k in a.files)
+    (parts / "checkpoint.npz").write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="checkpoint.npz"):
+        peer.main(common + ["--epochs", "3", "--output-dir", str(parts)])

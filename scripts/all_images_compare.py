@@ -1,0 +1,149 @@
+"""Compare groups of runs on the all-images protocol (scripts/all_images.py, and the PyTorch
+peer scripts/peer_all_images.py, which writes the same record): what each run reports under
+bayes1's rule, the spread of each group over its seeds, and where the groups' curves part.
+
+    python scripts/all_images_compare.py \\
+        --group gluon_bbb runs/all-images/bbb-mixture-400-paper-s{0,1,2} \\
+        --group PyTorch runs/all-images/peer-400-s{0,1,2} --figure docs/figures/peer-400.png
+
+A run that has not reached the others' last epoch is compared up to its own: every number
+says over which epochs it was taken.
+"""
+import argparse
+import math
+import os
+import sys
+
+from gluon_bbb.experiments.all_images import read_record
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+try:
+    from all_images_report import mean, moving_mean
+except ImportError:  # loaded by path (the tests)
+    import importlib.util
+    _spec = importlib.util.spec_from_file_location(
+        "all_images_report", os.path.join(HERE, "all_images_report.py"))
+    _report = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(_report)
+    mean, moving_mean = _report.mean, _report.moving_mean
+
+#: bayes1's reported number: the Monte Carlo test error under its convention, averaged over
+#: the last ten epochs; beside it the posterior mean on the training pixel scale.
+REPORTED = (("mc_logprob_raw", "MC 100 log-prob, raw (bayes1's rule)"),
+            ("mean_x126", "posterior mean, x/126"))
+
+
+def spread(values):
+    """(mean, sample standard deviation) of ``values``; the deviation is None for one value."""
+    values = list(values)
+    centre = mean(values)
+    if len(values) < 2:
+        return centre, None
+    return centre, math.sqrt(sum((v - centre) ** 2 for v in values) / (len(values) - 1))
+
+
+def last_mean(record, key, last=10):
+    """The mean error (%) of ``key`` over the record's last ``last`` epochs, or None where one
+    of them did not measure it."""
+    tail = [entry.get(key) for entry in record[-last:]]
+    if len(tail) < last or any(value is None for value in tail):
+        return None
+    return 100 * mean(tail)
+
+
+def run_table(groups, last=10):
+    """One row per run: its last epoch and the mean of its last ``last`` epochs under each
+    convention of :data:`REPORTED`; one row per group: their mean and standard deviation."""
+    lines = ["| group | run | last epoch | " + " | ".join(
+        f"{label}, mean of the last {last}" for _, label in REPORTED) + " |",
+        "|---|---|---:|" + "---:|" * len(REPORTED)]
+    for name, runs in groups.items():
+        for run_dir, record in runs.items():
+            cells = [last_mean(record, key, last) for key, _ in REPORTED]
+            lines.append(f"| {name} | {os.path.basename(run_dir.rstrip('/'))} | "
+                         f"{record[-1]['epoch']} | " + " | ".join(
+                             "" if c is None else f"{c:.2f}" for c in cells) + " |")
+        summary = []
+        for key, _ in REPORTED:
+            values = [last_mean(record, key, last) for record in runs.values()]
+            values = [v for v in values if v is not None]
+            if not values:
+                summary.append("")
+                continue
+            centre, deviation = spread(values)
+            summary.append(f"{centre:.2f}" + ("" if deviation is None else f" ± {deviation:.2f}")
+                           + f" ({len(values)})")
+        lines.append(f"| {name} | mean ± sd (runs) | | " + " | ".join(summary) + " |")
+    return "\n".join(lines)
+
+
+def phase_table(groups, phase=100, key="mean_x126"):
+    """Each group's mean error (%) of ``key`` over each ``phase`` epochs, averaged over its runs
+    that completed the phase, and the runs' range."""
+    names = list(groups)
+    final = max(record[-1]["epoch"] for runs in groups.values() for record in runs.values())
+    lines = ["| epochs | " + " | ".join(f"{name}: mean (lowest-highest run)" for name in names)
+             + " |", "|---|" + "---|" * len(names)]
+    for start in range(1, final + 1, phase):
+        end = min(start + phase - 1, final)
+        cells = []
+        for name in names:
+            per_run = [100 * mean(entry[key] for entry in record[start - 1:end])
+                       for record in groups[name].values() if record[-1]["epoch"] >= end]
+            cells.append(f"{mean(per_run):.2f} ({min(per_run):.2f}-{max(per_run):.2f}, "
+                         f"{len(per_run)} runs)" if per_run else "")
+        lines.append(f"| {start}-{end} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def figure(groups, path, key="mean_x126", title=None):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    colors = ("tab:red", "tab:blue", "tab:green", "tab:purple")
+    for color, (name, runs) in zip(colors, groups.items()):
+        for k, record in enumerate(runs.values()):
+            values = [100 * entry[key] for entry in record]
+            ax.plot([entry["epoch"] for entry in record], moving_mean(values), color=color,
+                    linewidth=1.1, alpha=0.8, label=f"{name} ({len(runs)} runs)" if k == 0 else None)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("test error (%), ten-epoch moving mean")
+    ax.set_ylim(1.0, 3.0)
+    ax.set_title(title or "posterior mean's test error, pixels / 126, one line per run",
+                 fontsize=9)
+    ax.legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--group", nargs="+", action="append", required=True,
+                        metavar=("NAME", "RUN_DIR"), help="a name and its run folders")
+    parser.add_argument("--figure")
+    parser.add_argument("--title")
+    args = parser.parse_args(argv)
+    groups = {}
+    for name, *run_dirs in args.group:
+        if not run_dirs:
+            parser.error(f"group {name} names no run folder")
+        try:
+            groups[name] = {run_dir: read_record(run_dir) for run_dir in run_dirs}
+        except ValueError as error:  # a damaged record, named
+            print(f"all_images_compare: {error}", file=sys.stderr)
+            return 2
+        empty = [run_dir for run_dir, record in groups[name].items() if not record]
+        if empty:
+            parser.error(f"no record in {', '.join(empty)}")
+    print(run_table(groups))
+    print()
+    print(phase_table(groups))
+    if args.figure:
+        figure(groups, args.figure, title=args.title)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
