@@ -148,8 +148,9 @@ def storage_errors(url):
     """``with storage_errors(url):`` -- work on the study storage ``url`` without showing its
     password: an error of the storage (its driver, SQLAlchemy, Optuna) comes out as a one-line
     ValueError that names the storage with :func:`~.machine.hide_password`, and every log
-    record made meanwhile (Optuna's and SQLAlchemy's included, in every thread) has ``url`` and
-    its password hidden (:func:`~.machine.hide_password_in`) before any handler sees it.
+    record and every warning shown meanwhile (Optuna's and SQLAlchemy's included, in every
+    thread) has ``url`` and its password hidden (:func:`~.machine.hide_password_in`) before any
+    handler or ``warnings.showwarning`` sees it.
 
     Parameters
     ----------
@@ -176,7 +177,15 @@ def storage_errors(url):
             record.msg, record.args, record.exc_info, record.exc_text = shown, (), None, None
         return record
 
+    show_warning = warnings.showwarning
+
+    def hidden_warning(message, category, filename, lineno, file=None, line=None):
+        shown = hide_password_in(str(message), url)
+        show_warning(message if shown == str(message) else shown, category, filename, lineno,
+                     file, line)
+
     logging.setLogRecordFactory(hidden_record)
+    warnings.showwarning = hidden_warning
     try:
         yield
     except _STORAGE_ERRORS as error:
@@ -184,6 +193,7 @@ def storage_errors(url):
                          f"{_first_line(error, url)}") from None
     finally:
         logging.setLogRecordFactory(make_record)
+        warnings.showwarning = show_warning
 
 
 def _sampler(name, seed):

@@ -734,3 +734,27 @@ def test_workers_started_together_meet_before_their_first_trial(tmp_path):
     assert 0.3 <= time.monotonic() - start < 5
     with pytest.raises(ValueError, match="worker must lie in"):
         meet_workers(folder, 3, 3)
+
+
+@pytest.mark.parametrize("form", URLS_WITH_PASSWORD)
+def test_a_warning_shown_while_the_storage_is_open_shows_no_password(form):
+    """A library's warning that repeats the URL (shown by ``warnings.showwarning``, not
+    logged) reaches the printer with the password hidden; afterwards the printer is back."""
+    import warnings
+    url = _url_with_password(form)
+    shown = []
+
+    def printer(message, category, filename, lineno, file=None, line=None):
+        shown.append(f"{category.__name__}: {message}")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = printer
+        with search.storage_errors(url):
+            warnings.warn(f"pool could not reach {url} (password {urllib.parse.unquote(url)})",
+                          RuntimeWarning)
+            warnings.warn("a warning without the URL", UserWarning)
+        assert warnings.showwarning is printer
+    assert shown[0].startswith("RuntimeWarning: pool could not reach")
+    assert shown[1] == "UserWarning: a warning without the URL"
+    assert not _password_in("\n".join(shown)), shown
