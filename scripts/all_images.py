@@ -10,7 +10,8 @@ last ten epochs.
         bbb-mixture-1200-paper --output-dir runs/all-images/bbb-mixture-1200-paper-s0 \\
         > runs/all-images-1200.out 2>&1 &
 
-The same command resumes the run after its last completed epoch. ``--set key=value`` overrides
+`kill PID` (SIGTERM) stops it, its session recorded; the same command resumes the run after its
+last completed epoch. ``--set key=value`` overrides
 any hyperparameter (``--set hidden=[8] --set subset=512 --epochs 2`` makes a smoke run).
 """
 import argparse
