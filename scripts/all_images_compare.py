@@ -53,7 +53,10 @@ def last_mean(record, key, last=10):
 
 def run_table(groups, last=10):
     """One row per run: its last epoch and the mean of its last ``last`` epochs under each
-    convention of :data:`REPORTED`; one row per group: their mean and standard deviation."""
+    convention of :data:`REPORTED`; one row per group: their mean and standard deviation over
+    the group's runs that reached the last epoch of all runs (a run still under way is left
+    out)."""
+    final = max(record[-1]["epoch"] for runs in groups.values() for record in runs.values())
     lines = ["| group | run | last epoch | " + " | ".join(
         f"{label}, mean of the last {last}" for _, label in REPORTED) + " |",
         "|---|---|---:|" + "---:|" * len(REPORTED)]
@@ -65,7 +68,8 @@ def run_table(groups, last=10):
                              "" if c is None else f"{c:.2f}" for c in cells) + " |")
         summary = []
         for key, _ in REPORTED:
-            values = [last_mean(record, key, last) for record in runs.values()]
+            values = [last_mean(record, key, last) for record in runs.values()
+                      if record[-1]["epoch"] == final]
             values = [v for v in values if v is not None]
             if not values:
                 summary.append("")
@@ -73,7 +77,8 @@ def run_table(groups, last=10):
             centre, deviation = spread(values)
             summary.append(f"{centre:.2f}" + ("" if deviation is None else f" ± {deviation:.2f}")
                            + f" ({len(values)})")
-        lines.append(f"| {name} | mean ± sd (runs) | | " + " | ".join(summary) + " |")
+        lines.append(f"| {name} | mean ± sd (runs at epoch {final}) | | " + " | ".join(summary)
+                     + " |")
     return "\n".join(lines)
 
 

@@ -269,9 +269,10 @@ def test_the_comparison_of_groups_reports_each_run_and_each_group(tmp_path, caps
     assert rows[2] == "| A | a0 | 20 | 1.50 | 2.00 |"
     assert rows[3] == "| A | a1 | 20 | 1.70 | 1.00 |"
     sd_mc, sd_mean = np.std([1.5, 1.7], ddof=1), np.std([2.0, 1.0], ddof=1)
-    assert rows[4] == f"| A | mean ± sd (runs) | | 1.60 ± {sd_mc:.2f} (2) | 1.50 ± {sd_mean:.2f} (2) |"
+    assert rows[4] == (f"| A | mean ± sd (runs at epoch 20) | | 1.60 ± {sd_mc:.2f} (2) | "
+                       f"1.50 ± {sd_mean:.2f} (2) |")
     assert rows[5] == "| B | b0 | 15 |  | 4.00 |"  # no Monte Carlo error measured
-    assert rows[6] == "| B | mean ± sd (runs) | |  | 4.00 (1) |"
+    assert rows[6] == "| B | mean ± sd (runs at epoch 20) | |  |  |"  # b0 is still under way
     phases = compare.phase_table(groups, phase=10).splitlines()
     assert phases[2] == "| 1-10 | 3.00 (3.00-3.00, 2 runs) | 4.00 (4.00-4.00, 1 runs) |"
     assert phases[3] == "| 11-20 | 1.50 (1.00-2.00, 2 runs) |  |"  # b0 stopped at 15
