@@ -33,6 +33,10 @@ REPORTED = (("mc_logprob_raw", "MC 100 log-prob, raw (bayes1's rule)"),
             ("mean_x126", "posterior mean, x/126"))
 
 
+def runs_text(count):
+    return f"{count} run" + ("" if count == 1 else "s")
+
+
 def spread(values):
     """(mean, sample standard deviation) of ``values``; the deviation is None for one value."""
     values = list(values)
@@ -96,7 +100,7 @@ def phase_table(groups, phase=100, key="mean_x126"):
             per_run = [100 * mean(entry[key] for entry in record[start - 1:end])
                        for record in groups[name].values() if record[-1]["epoch"] >= end]
             cells.append(f"{mean(per_run):.2f} ({min(per_run):.2f}-{max(per_run):.2f}, "
-                         f"{len(per_run)} runs)" if per_run else "")
+                         f"{runs_text(len(per_run))})" if per_run else "")
         lines.append(f"| {start}-{end} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -112,9 +116,9 @@ def figure(groups, path, key="mean_x126", title=None):
         for k, record in enumerate(runs.values()):
             values = [100 * entry[key] for entry in record]
             ax.plot([entry["epoch"] for entry in record], moving_mean(values), color=color,
-                    linewidth=1.1, alpha=0.8, label=f"{name} ({len(runs)} runs)" if k == 0 else None)
-    ax.set_xlabel("epoch")
+                    linewidth=1.1, alpha=0.8, label=f"{name} ({runs_text(len(runs))})" if k == 0 else None)
     ax.set_ylabel("test error (%), ten-epoch moving mean")
+    ax.set_xlabel("epoch  (the posterior mean's test error, pixels / 126; one line per run)")
     ax.set_ylim(1.0, 3.0)
     ax.set_title(title or "posterior mean's test error, pixels / 126, one line per run",
                  fontsize=9)

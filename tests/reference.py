@@ -21,6 +21,14 @@ def log_scale_mixture_prior(w, pi, sigma1, sigma2):
     return np.logaddexp(np.log(pi) + log_normal(w, sigma1), np.log1p(-pi) + log_normal(w, sigma2))
 
 
+def mixture_log_prior_gradient(w, pi, sigma1, sigma2):
+    """d log P(w) / dw of Eq. (7), float64, from the responsibilities of the two components."""
+    log_a = np.log(pi) + log_normal(w, sigma1)
+    log_b = np.log1p(-pi) + log_normal(w, sigma2)
+    responsibility_a = np.exp(log_a - np.logaddexp(log_a, log_b))
+    return -w * (responsibility_a / sigma1 ** 2 + (1 - responsibility_a) / sigma2 ** 2)
+
+
 def log_q(mu, rho, eps):
     """log N(w; mu, sigma^2) at w = mu + sigma * eps, written as a density of w."""
     sigma = softplus(rho)

@@ -21,14 +21,6 @@ from fused_paths import sampling_path  # noqa: F401  (both sampling paths)
 from synthetic import needs_mnist
 
 
-def mixture_log_prior_gradient(w, pi, sigma1, sigma2):
-    """d log P(w) / dw of Eq. (7), float64, from the responsibilities of the two components."""
-    log_a = np.log(pi) + ref.log_normal(w, sigma1)
-    log_b = np.log1p(-pi) + ref.log_normal(w, sigma2)
-    responsibility_a = np.exp(log_a - np.logaddexp(log_a, log_b))
-    return -w * (responsibility_a / sigma1 ** 2 + (1 - responsibility_a) / sigma2 ** 2)
-
-
 def mlp_nll_gradient(x, labels, layers):
     """Summed softmax cross-entropy of a ReLU MLP and its gradient for each (W, b), float64."""
     activations, h = [x], x
@@ -72,7 +64,7 @@ def check_step(trainer, x, y, pi_i, lr):
                                     list(zip(ws[0::2], ws[1::2])))
     nll_grads = [g for pair in nll_grads for g in pair]
     for i, (w, rho, sigma, eps, g) in enumerate(zip(ws, rhos, sigmas, epsilons, nll_grads)):
-        dw = g - pi_i * mixture_log_prior_gradient(w, prior.pi, prior.sigma1, prior.sigma2)
+        dw = g - pi_i * ref.mixture_log_prior_gradient(w, prior.pi, prior.sigma1, prior.sigma2)
         expected = {"mu": dw, "rho": (dw * eps - pi_i / sigma) / (1 + np.exp(-rho))}
         before = {"mu": mus[i], "rho": rho}
         params = {"mu": trainer.posterior.mus[i], "rho": trainer.posterior.rhos[i]}

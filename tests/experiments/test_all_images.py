@@ -274,7 +274,7 @@ def test_the_comparison_of_groups_reports_each_run_and_each_group(tmp_path, caps
     assert rows[5] == "| B | b0 | 15 |  | 4.00 |"  # no Monte Carlo error measured
     assert rows[6] == "| B | mean ± sd (runs at epoch 20) | |  |  |"  # b0 is still under way
     phases = compare.phase_table(groups, phase=10).splitlines()
-    assert phases[2] == "| 1-10 | 3.00 (3.00-3.00, 2 runs) | 4.00 (4.00-4.00, 1 runs) |"
+    assert phases[2] == "| 1-10 | 3.00 (3.00-3.00, 2 runs) | 4.00 (4.00-4.00, 1 run) |"
     assert phases[3] == "| 11-20 | 1.50 (1.00-2.00, 2 runs) |  |"  # b0 stopped at 15
     assert compare.main(["--group", "A", a0, a1, "--group", "B", b0]) == 0
     assert "| A | a0 | 20 |" in capsys.readouterr().out
@@ -303,3 +303,35 @@ def test_the_pytorch_peer_resumes_bit_for_bit_and_names_a_bad_checkpoint(tmp_pat
     (parts / "checkpoint.npz").write_bytes(b"not a checkpoint")
     with pytest.raises(ValueError, match="checkpoint.npz"):
         peer.main(common + ["--epochs", "3", "--output-dir", str(parts)])
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_the_pytorch_peers_complexity_gradient_matches_a_float64_reference(compiled):
+    """The peer's per-tensor term log q(w) - log P(w) (bayes1's mixture, with its float32
+    underflow branch) differentiated by PyTorch, eager and compiled, against the float64
+    closed form: d/dmu = -dlogP/dw (log q's terms cancel), d/drho = (-dlogP/dw eps - 1/sigma)
+    sigmoid(rho), on the paper's initial spread of weights."""
+    torch = pytest.importorskip("torch")
+    peer = load_script("peer_all_images")
+    generator = torch.Generator().manual_seed(0)
+    mu = (torch.rand((60, 40), generator=generator) * 0.06 - 0.03).requires_grad_()
+    rho = (torch.rand((60, 40), generator=generator) * 0.5 - 3.5).requires_grad_()
+    eps = torch.randn((60, 40), generator=generator)
+    prior = (0.75, 1.0, float(np.exp(-8)))
+    cost_of = torch.compile(peer.sample_with_complexity, dynamic=False) if compiled \
+        else peer.sample_with_complexity
+    w, term = cost_of(mu, rho, eps, *prior)
+    term.backward()
+    m, r, e = (t.detach().double().numpy() for t in (mu, rho, eps))
+    sigma = ref.softplus(r)
+    w64 = m + sigma * e
+    np.testing.assert_allclose(w.detach().numpy(), w64, rtol=0, atol=1e-6)
+    expected_term = (ref.log_normal(w64 - m, sigma)
+                     - ref.log_scale_mixture_prior(w64, *prior)).sum()
+    assert abs(term.item() - expected_term) < 1e-5 * abs(expected_term)
+    dlogp = ref.mixture_log_prior_gradient(w64, *prior)
+    expected = {"mu": -dlogp, "rho": (-dlogp * e - 1 / sigma) / (1 + np.exp(-r))}
+    for name, param in (("mu", mu), ("rho", rho)):
+        scale = np.abs(expected[name]).max()
+        np.testing.assert_allclose(param.grad.double().numpy(), expected[name], rtol=0,
+                                   atol=2e-4 * scale, err_msg=name)
