@@ -33,7 +33,6 @@ Needs PyTorch (``pip install torch``); it is no dependency of gluon_bbb.
 """
 import argparse
 import io
-import json
 import math
 import os
 import sys
@@ -48,7 +47,7 @@ except ImportError:  # pragma: no cover -- optional peer
 
 from gluon_bbb.data import load_raw
 from gluon_bbb.epochs import epoch_seed
-from gluon_bbb.io.checkpoint import atomic_write_bytes, write_json
+from gluon_bbb.io.checkpoint import atomic_write_bytes, read_json, write_json
 from gluon_bbb.experiments.all_images import RECORD, TEST_SEED_STREAM, mc_epochs, read_record
 
 CHECKPOINT = "checkpoint.npz"
@@ -230,8 +229,8 @@ def main(argv=None):
     os.makedirs(args.output_dir, exist_ok=True)
     config_path = os.path.join(args.output_dir, "config.json")
     if os.path.exists(config_path):
-        with open(config_path, encoding="utf-8") as handle:
-            stored = {key: value for key, value in json.load(handle).items() if key != "epochs"}
+        stored = read_json(config_path, "a peer configuration")
+        stored = {key: value for key, value in stored.items() if key != "epochs"}
         if stored != settings:
             raise ValueError(f"{config_path}: another configuration ({stored}) is in this folder")
     write_json(config_path, dict(settings, epochs=args.epochs))

@@ -303,6 +303,9 @@ def test_the_pytorch_peer_resumes_bit_for_bit_and_names_a_bad_checkpoint(tmp_pat
     (parts / "checkpoint.npz").write_bytes(b"not a checkpoint")
     with pytest.raises(ValueError, match="checkpoint.npz"):
         peer.main(common + ["--epochs", "3", "--output-dir", str(parts)])
+    (parts / "config.json").write_text("{not json")
+    with pytest.raises(ValueError, match="config.json"):
+        peer.main(common + ["--epochs", "3", "--output-dir", str(parts)])
 
 
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
