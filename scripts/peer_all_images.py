@@ -199,6 +199,43 @@ def load_checkpoint(path, peer):
     return int(arrays["epoch"])
 
 
+def load_mnist(subset=None, device="cpu"):
+    """MNIST as bayes1 feeds it: the training images / 126 (the first ``subset`` of them, where
+    given) with their labels, and the test images both / 126 and raw, with theirs.
+
+    Returns
+    -------
+    images : torch.Tensor, (N, 784) float32
+    labels : torch.Tensor, (N,) int64
+    test : dict
+        ``{"x126": (10000, 784), "raw": (10000, 784)}`` float32 tensors
+    test_labels : torch.Tensor, (10000,) int64
+    """
+    images, labels = load_raw("mnist", "train")
+    images = torch.from_numpy(images.reshape(len(images), -1).astype(np.float32) / 126)
+    labels = torch.from_numpy(labels.astype(np.int64))
+    if subset:
+        images, labels = images[:subset], labels[:subset]
+    raw_test, test_labels = load_raw("mnist", "test")
+    raw_test = torch.from_numpy(raw_test.reshape(len(raw_test), -1).astype(np.float32))
+    test = {"x126": (raw_test / 126).to(device), "raw": raw_test.to(device)}
+    return (images.to(device), labels.to(device), test,
+            torch.from_numpy(test_labels.astype(np.int64)).to(device))
+
+
+def claim_folder(output_dir, settings, epochs):
+    """Write ``settings`` (and ``epochs``) to the folder's config.json, or refuse a folder that
+    holds a run of other settings; a damaged config.json is one ValueError naming it."""
+    os.makedirs(output_dir, exist_ok=True)
+    config_path = os.path.join(output_dir, "config.json")
+    if os.path.exists(config_path):
+        stored = read_json(config_path, "a peer configuration")
+        stored = {key: value for key, value in stored.items() if key != "epochs"}
+        if stored != settings:
+            raise ValueError(f"{config_path}: another configuration ({stored}) is in this folder")
+    write_json(config_path, dict(settings, epochs=epochs))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output-dir", required=True)
@@ -226,24 +263,9 @@ def main(argv=None):
                 if key not in ("output_dir", "epochs", "threads", "eager")}
     settings.update(peer="PyTorch, bayes1's code path", torch=torch.__version__,
                     batch_size=BATCH_SIZE, kl_divisor=TRAIN_IMAGES / BATCH_SIZE)
-    os.makedirs(args.output_dir, exist_ok=True)
-    config_path = os.path.join(args.output_dir, "config.json")
-    if os.path.exists(config_path):
-        stored = read_json(config_path, "a peer configuration")
-        stored = {key: value for key, value in stored.items() if key != "epochs"}
-        if stored != settings:
-            raise ValueError(f"{config_path}: another configuration ({stored}) is in this folder")
-    write_json(config_path, dict(settings, epochs=args.epochs))
+    claim_folder(args.output_dir, settings, args.epochs)
 
-    images, labels = load_raw("mnist", "train")
-    images = torch.from_numpy(images.reshape(len(images), -1).astype(np.float32) / 126)
-    labels = torch.from_numpy(labels.astype(np.int64))
-    if args.subset:
-        images, labels = images[:args.subset], labels[:args.subset]
-    raw_test, test_labels = load_raw("mnist", "test")
-    raw_test = torch.from_numpy(raw_test.reshape(len(raw_test), -1).astype(np.float32))
-    test = {"x126": raw_test / 126, "raw": raw_test}
-    test_labels = torch.from_numpy(test_labels.astype(np.int64))
+    images, labels, test, test_labels = load_mnist(args.subset)
 
     peer = Peer(args.hidden, args.pi, math.exp(-args.neg_log_sigma1),
                 math.exp(-args.neg_log_sigma2), args.seed, compiled=not args.eager)

@@ -338,3 +338,84 @@ def test_the_pytorch_peers_complexity_gradient_matches_a_float64_reference(compi
         scale = np.abs(expected[name]).max()
         np.testing.assert_allclose(param.grad.double().numpy(), expected[name], rtol=0,
                                    atol=2e-4 * scale, err_msg=name)
+
+
+def test_the_stacked_peers_step_is_each_seeds_own_step():
+    """scripts/peer_all_images_stacked.py: each row of the stack starts where
+    peer_all_images.py's network of that seed starts, and one step of the stack, with given
+    minibatches and noise, moves each row as peer_all_images.py's cost (its own
+    ``sample_with_complexity``, log-softmax outputs and 1/468.75) moves that seed's network."""
+    torch = pytest.importorskip("torch")
+    stacked = load_script("peer_all_images_stacked")
+    peer = load_script("peer_all_images")
+    seeds, hidden, prior, lr = [3, 5], 16, (0.75, 1.0, float(np.exp(-8))), 0.01
+    stack = stacked.StackedPeers(hidden, *prior, seeds, compiled=False)
+    generator = torch.Generator().manual_seed(0)
+    x = torch.rand((2, 20, 784), generator=generator)
+    y = torch.randint(0, 10, (2, 20), generator=generator)
+    eps = torch.randn((2, stack.size), generator=generator)
+    before = [(stack.mu[k].detach().clone(), stack.rho[k].detach().clone()) for k in range(2)]
+    wrong = stack.step(x, y, eps, lr)
+    for k, seed in enumerate(seeds):
+        single = peer.Peer(hidden, *prior, seed, compiled=False)
+        flat = {kind: torch.cat([layer[f"{kind}_{name}"].detach().reshape(-1)
+                                 for layer in single.params for name in ("weight", "bias")])
+                for kind in ("mu", "rho")}
+        assert torch.equal(flat["mu"], before[k][0]) and torch.equal(flat["rho"], before[k][1])
+        layers, complexity, offset = [], 0.0, 0
+        for layer in single.params:
+            drawn = []
+            for name in ("weight", "bias"):
+                mu, rho = layer["mu_" + name], layer["rho_" + name]
+                noise = eps[k, offset:offset + mu.numel()].reshape(mu.shape)
+                offset += mu.numel()
+                w, term = peer.sample_with_complexity(mu, rho, noise, *prior)
+                drawn.append(w)
+                complexity = complexity + term
+            layers.append(tuple(drawn))
+        outputs = peer.Peer.log_softmax_outputs(layers, x[k])
+        nll = -outputs[torch.arange(20), y[k]].sum()
+        (complexity * peer.BATCH_SIZE / peer.TRAIN_IMAGES + nll).backward()
+        assert int(wrong[k]) == int((outputs.argmax(dim=1) != y[k]).sum())
+        for kind, row in (("mu", stack.mu[k]), ("rho", stack.rho[k])):
+            moved = torch.cat([(layer[f"{kind}_{name}"] - lr * layer[f"{kind}_{name}"].grad)
+                               .detach().reshape(-1)
+                               for layer in single.params for name in ("weight", "bias")])
+            step = (flat[kind] - moved).abs().max()
+            assert step > 0
+            torch.testing.assert_close(row.detach(), moved, rtol=0, atol=1e-4 * float(step),
+                                       msg=f"seed {seed}, {kind}")
+
+
+@needs_mnist
+@pytest.mark.real_data
+def test_a_stacked_seed_runs_alike_alone_or_stacked_and_resumes_bit_for_bit(tmp_path):
+    """A seed's run does not depend on the seeds beside it; a stack stopped after one epoch and
+    resumed equals one run in one go; a damaged checkpoint is one ValueError naming it."""
+    pytest.importorskip("torch")
+    stacked = load_script("peer_all_images_stacked")
+    common = ["--hidden", "16", "--subset", "384", "--mc-samples", "3", "--mc-every", "1",
+              "--threads", "1", "--eager"]
+    strip = lambda record: [{k: v for k, v in e.items() if k != "seconds"} for e in record]  # noqa: E731
+    stacked.main(common + ["--seeds", "4", "7", "--epochs", "2",
+                           "--output-dir", str(tmp_path / "whole-s{seed}")])
+    stacked.main(common + ["--seeds", "7", "--epochs", "2",
+                           "--output-dir", str(tmp_path / "alone-s{seed}")])
+    stacked.main(common + ["--seeds", "4", "7", "--epochs", "1",
+                           "--output-dir", str(tmp_path / "parts-s{seed}")])
+    stacked.main(common + ["--seeds", "4", "7", "--epochs", "2",
+                           "--output-dir", str(tmp_path / "parts-s{seed}")])
+    whole = strip(all_images.read_record(str(tmp_path / "whole-s7")))
+    assert len(whole) == 2 and whole[1]["mc_samples"] == 3
+    assert whole == strip(all_images.read_record(str(tmp_path / "alone-s7")))
+    for seed in (4, 7):
+        assert strip(all_images.read_record(str(tmp_path / f"whole-s{seed}"))) == \
+            strip(all_images.read_record(str(tmp_path / f"parts-s{seed}")))
+        with np.load(tmp_path / f"whole-s{seed}" / "checkpoint.npz") as a, \
+                np.load(tmp_path / f"parts-s{seed}" / "checkpoint.npz") as b:
+            assert a.files == b.files and all(np.array_equal(a[k], b[k]) for k in a.files)
+    assert strip(all_images.read_record(str(tmp_path / "whole-s4"))) != whole
+    (tmp_path / "parts-s7" / "checkpoint.npz").write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="parts-s7.checkpoint.npz"):
+        stacked.main(common + ["--seeds", "4", "7", "--epochs", "3",
+                               "--output-dir", str(tmp_path / "parts-s{seed}")])
