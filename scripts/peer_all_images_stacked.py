@@ -55,6 +55,10 @@ CHECKPOINT = "checkpoint.npz"
 class StackedPeers:
     """The variational parameters of K networks 784-H-H-10, one row each.
 
+    ``compiled`` fuses a minibatch's whole cost, forward and backward, with ``torch.compile``
+    (``mode`` is its mode: "reduce-overhead" replays CUDA graphs on a GPU); ``ratio`` is the
+    complexity's weight, 1/468.75 as bayes1 has it.
+
     Attributes
     ----------
     mu, rho : torch.Tensor, (K, P) float32
@@ -62,7 +66,8 @@ class StackedPeers:
         its bias (out,), flattened.
     """
 
-    def __init__(self, hidden, pi, sigma1, sigma2, seeds, device="cpu", compiled=True):
+    def __init__(self, hidden, pi, sigma1, sigma2, seeds, device="cpu", compiled=True,
+                 mode=None, ratio=BATCH_SIZE / TRAIN_IMAGES):
         self.seeds = [int(seed) for seed in seeds]
         self.device = torch.device(device)
         self.prior = (pi, sigma1, sigma2)
@@ -81,8 +86,9 @@ class StackedPeers:
                                              for name in ("weight", "bias")]))
         self.mu = torch.stack(rows["mu"]).to(self.device).requires_grad_()
         self.rho = torch.stack(rows["rho"]).to(self.device).requires_grad_()
-        self.cost_of = (torch.compile(sample_with_complexity, dynamic=False) if compiled
-                        else sample_with_complexity)
+        self.ratio = ratio
+        self.cost = (torch.compile(self.minibatch_cost, dynamic=False, mode=mode) if compiled
+                     else self.minibatch_cost)
 
     def views(self, flat):
         """[(W (K, out, in), b (K, out))] per layer: views of the rows of ``flat`` (K, P)."""
@@ -111,7 +117,28 @@ class StackedPeers:
                 x = torch.relu(x)
         return torch.log_softmax(x, dim=-1)
 
-    def step(self, x, y, eps, lr, ratio=BATCH_SIZE / TRAIN_IMAGES):
+    def minibatch_cost(self, mu, rho, eps, x, y):
+        """The stack's cost on one minibatch each, and each network's misclassified images.
+
+        Parameters
+        ----------
+        mu, rho, eps : torch.Tensor, (K, P)
+        x : torch.Tensor, (K, B, 784)
+        y : torch.Tensor, (K, B) int64
+
+        Returns
+        -------
+        cost : torch.Tensor, ()
+            The sum over the networks of (log q(w) - log P(w)) * ratio plus the summed negative
+            log-likelihood of its minibatch, w = mu + log(1 + exp(rho)) eps.
+        wrong : torch.Tensor, (K,) int64
+        """
+        w, complexity = sample_with_complexity(mu, rho, eps, *self.prior)
+        outputs = self.log_softmax_outputs(self.views(w), x)
+        nll = -outputs.gather(2, y.unsqueeze(2)).sum()
+        return complexity * self.ratio + nll, (outputs.detach().argmax(dim=2) != y).sum(dim=1)
+
+    def step(self, x, y, eps, lr):
         """One SGD step of every network on its own minibatch and noise.
 
         Parameters
@@ -120,23 +147,19 @@ class StackedPeers:
         y : torch.Tensor, (K, B) int64
         eps : torch.Tensor, (K, P)
         lr : float
-        ratio : float
-            The complexity's weight, 1/468.75 as bayes1 has it.
 
         Returns
         -------
         torch.Tensor, (K,) int64
             Each network's misclassified images of the minibatch (the sampled network).
         """
-        w, complexity = self.cost_of(self.mu, self.rho, eps, *self.prior)
-        outputs = self.log_softmax_outputs(self.views(w), x)
-        nll = -outputs.gather(2, y.unsqueeze(2)).sum()
         self.mu.grad = self.rho.grad = None
-        (complexity * ratio + nll).backward()
+        cost, wrong = self.cost(self.mu, self.rho, eps, x, y)
+        cost.backward()
         with torch.no_grad():
-            self.mu -= lr * self.mu.grad
-            self.rho -= lr * self.rho.grad
-        return (outputs.detach().argmax(dim=2) != y).sum(dim=1)
+            self.mu.add_(self.mu.grad, alpha=-lr)
+            self.rho.add_(self.rho.grad, alpha=-lr)
+        return wrong.clone()
 
 
 def train_epoch(stack, images, labels, lr, epoch):
@@ -244,6 +267,8 @@ def main(argv=None):
                              "the start (the checkpoints written then)")
     parser.add_argument("--threads", type=int, help="torch.set_num_threads")
     parser.add_argument("--eager", action="store_true", help="no torch.compile")
+    parser.add_argument("--compile-mode", help='torch.compile\'s mode ("reduce-overhead": '
+                                               'CUDA graphs on a GPU)')
     args = parser.parse_args(argv)
     started = time.time()
     if "{seed}" not in args.output_dir:
@@ -262,7 +287,7 @@ def main(argv=None):
     for seed, folder in zip(args.seeds, folders):
         settings = {key: value for key, value in vars(args).items()
                     if key not in ("output_dir", "epochs", "threads", "eager", "seeds",
-                                   "checkpoint_every", "deadline")}
+                                   "checkpoint_every", "deadline", "compile_mode")}
         settings.update(seed=seed, stacked_with=args.seeds, device_name=device_name,
                         peer="PyTorch, bayes1's code path, seeds stacked",
                         torch=torch.__version__, batch_size=BATCH_SIZE,
@@ -272,7 +297,7 @@ def main(argv=None):
     images, labels, test, test_labels = load_mnist(args.subset, args.device)
     stack = StackedPeers(args.hidden, args.pi, math.exp(-args.neg_log_sigma1),
                          math.exp(-args.neg_log_sigma2), args.seeds, args.device,
-                         compiled=not args.eager)
+                         compiled=not args.eager, mode=args.compile_mode)
     done = load_checkpoints(folders, stack)
     records = [read_record(folder)[:done] for folder in folders]
     for folder, record in zip(folders, records):
@@ -288,6 +313,7 @@ def main(argv=None):
         samples = args.mc_samples if epoch in measured else 0
         errors = test_errors(stack, test, test_labels, samples,
                              stack.generators(epoch, stream=TEST_SEED_STREAM))
+        test_seconds = time.time() - start - seconds
         for folder, record, train_error, measured_errors in zip(folders, records, train_errors,
                                                                 errors):
             record.append(dict(epoch=epoch, train_error=train_error, seconds=seconds,
@@ -298,7 +324,7 @@ def main(argv=None):
         if epoch % args.checkpoint_every == 0 or epoch == args.epochs or stopping:
             # after the records: a run stopped between the two trains these epochs again
             save_checkpoints(folders, stack, epoch)
-        print(f"epoch {epoch}: {seconds:.2f} s; test (mean, x/126) "
+        print(f"epoch {epoch}: {seconds:.2f} s (test {test_seconds:.2f} s); test (mean, x/126) "
               + " ".join(f"{100 * e['mean_x126']:.2f}" for e in errors)
               + (" ; MC %d (logprob, raw) " % samples
                  + " ".join(f"{100 * e['mc_logprob_raw']:.2f}" for e in errors)

@@ -340,16 +340,18 @@ def test_the_pytorch_peers_complexity_gradient_matches_a_float64_reference(compi
                                    atol=2e-4 * scale, err_msg=name)
 
 
-def test_the_stacked_peers_step_is_each_seeds_own_step():
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_the_stacked_peers_step_is_each_seeds_own_step(compiled):
     """scripts/peer_all_images_stacked.py: each row of the stack starts where
     peer_all_images.py's network of that seed starts, and one step of the stack, with given
-    minibatches and noise, moves each row as peer_all_images.py's cost (its own
-    ``sample_with_complexity``, log-softmax outputs and 1/468.75) moves that seed's network."""
+    minibatches and noise, eager or compiled whole, moves each row as peer_all_images.py's cost
+    (its own ``sample_with_complexity``, log-softmax outputs and 1/468.75) moves that seed's
+    network."""
     torch = pytest.importorskip("torch")
     stacked = load_script("peer_all_images_stacked")
     peer = load_script("peer_all_images")
     seeds, hidden, prior, lr = [3, 5], 16, (0.75, 1.0, float(np.exp(-8))), 0.01
-    stack = stacked.StackedPeers(hidden, *prior, seeds, compiled=False)
+    stack = stacked.StackedPeers(hidden, *prior, seeds, compiled=compiled)
     generator = torch.Generator().manual_seed(0)
     x = torch.rand((2, 20, 784), generator=generator)
     y = torch.randint(0, 10, (2, 20), generator=generator)
@@ -383,7 +385,10 @@ def test_the_stacked_peers_step_is_each_seeds_own_step():
                                for layer in single.params for name in ("weight", "bias")])
             step = (flat[kind] - moved).abs().max()
             assert step > 0
-            torch.testing.assert_close(row.detach(), moved, rtol=0, atol=1e-4 * float(step),
+            # compiled, the mixture's exponent w^2 / (2 sigma2^2) (up to thousands) is rounded
+            # in another order, and exp() multiplies that rounding by the exponent's size
+            tolerance = (1e-3 if compiled else 1e-4) * float(step)
+            torch.testing.assert_close(row.detach(), moved, rtol=0, atol=tolerance,
                                        msg=f"seed {seed}, {kind}")
 
 
