@@ -18,7 +18,7 @@ from gluon_bbb.experiments.all_images import read_record
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 try:
-    from all_images_report import mean, moving_mean
+    from all_images_report import JINKEHE_TEST, mean, moving_mean
 except ImportError:  # loaded by path (the tests)
     import importlib.util
     _spec = importlib.util.spec_from_file_location(
@@ -26,6 +26,10 @@ except ImportError:  # loaded by path (the tests)
     _report = importlib.util.module_from_spec(_spec)
     _spec.loader.exec_module(_report)
     mean, moving_mean = _report.mean, _report.moving_mean
+    JINKEHE_TEST = _report.JINKEHE_TEST
+
+#: How bayes1's decoded test curve is labelled: its number's convention.
+BAYES1 = "bayes1 (MC 100 log-prob, raw)"
 
 #: bayes1's reported number: the Monte Carlo test error under its convention, averaged over
 #: the last ten epochs; beside it the posterior mean on the training pixel scale.
@@ -86,16 +90,21 @@ def run_table(groups, last=10):
     return "\n".join(lines)
 
 
-def phase_table(groups, phase=100, key="mean_x126"):
+def phase_table(groups, phase=100, key="mean_x126", reference=None):
     """Each group's mean error (%) of ``key`` over each ``phase`` epochs, averaged over its runs
-    that completed the phase, and the runs' range."""
+    that completed the phase, and the runs' range; ``reference``, a (label, per-epoch errors in
+    %) pair such as bayes1's curve, gets a column of its own means."""
     names = list(groups)
     final = max(record[-1]["epoch"] for runs in groups.values() for record in runs.values())
-    lines = ["| epochs | " + " | ".join(f"{name}: mean (lowest-highest run)" for name in names)
-             + " |", "|---|" + "---|" * len(names)]
+    lines = ["| epochs | " + (f"{reference[0]} | " if reference else "")
+             + " | ".join(f"{name}: mean (lowest-highest run)" for name in names)
+             + " |", "|---|" + "---|" * (len(names) + bool(reference))]
     for start in range(1, final + 1, phase):
         end = min(start + phase - 1, final)
         cells = []
+        if reference:
+            cells.append(f"{mean(reference[1][start - 1:end]):.2f}"
+                         if len(reference[1]) >= end else "")
         for name in names:
             per_run = [100 * mean(entry[key] for entry in record[start - 1:end])
                        for record in groups[name].values() if record[-1]["epoch"] >= end]
@@ -105,7 +114,18 @@ def phase_table(groups, phase=100, key="mean_x126"):
     return "\n".join(lines)
 
 
-def figure(groups, path, key="mean_x126", title=None):
+def read_bayes1(path=JINKEHE_TEST):
+    """bayes1's decoded per-epoch test error (%), from its accuracies; one line names a bad
+    file (ValueError)."""
+    from gluon_bbb.io.checkpoint import read_json
+    values = read_json(path, "a decoded test curve").get("values")
+    if not isinstance(values, list) or not values or not all(
+            isinstance(v, (int, float)) and 0 <= v <= 100 for v in values):
+        raise ValueError(f"{path}: no list of accuracies in %")
+    return [100 - value for value in values]
+
+
+def figure(groups, path, key="mean_x126", title=None, reference=None, ylim=(1.0, 3.0)):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -117,9 +137,13 @@ def figure(groups, path, key="mean_x126", title=None):
             values = [100 * entry[key] for entry in record]
             ax.plot([entry["epoch"] for entry in record], moving_mean(values), color=color,
                     linewidth=1.1, alpha=0.8, label=f"{name} ({runs_text(len(runs))})" if k == 0 else None)
+    if reference:
+        label, values = reference
+        ax.plot(range(1, len(values) + 1), moving_mean(values), color="tab:gray", linewidth=1.6,
+                label=label)
     ax.set_ylabel("test error (%), ten-epoch moving mean")
     ax.set_xlabel("epoch  (the posterior mean's test error, pixels / 126; one line per run)")
-    ax.set_ylim(1.0, 3.0)
+    ax.set_ylim(*ylim)
     ax.set_title(title or "posterior mean's test error, pixels / 126, one line per run",
                  fontsize=9)
     ax.legend(fontsize=8, loc="upper right")
@@ -133,6 +157,12 @@ def main(argv=None):
                         metavar=("NAME", "RUN_DIR"), help="a name and its run folders")
     parser.add_argument("--figure")
     parser.add_argument("--title")
+    parser.add_argument("--ylim", type=float, nargs=2, default=(1.0, 3.0),
+                        metavar=("LOW", "HIGH"), help="the figure's range of test errors (%%)")
+    parser.add_argument("--phase", type=int, default=100, help="epochs per row of the phases")
+    parser.add_argument("--bayes1", action="store_true",
+                        help="bayes1's decoded test curve beside the groups' (its own "
+                             "convention: 100 networks' log-probabilities on raw pixels)")
     args = parser.parse_args(argv)
     groups = {}
     for name, *run_dirs in args.group:
@@ -146,11 +176,18 @@ def main(argv=None):
         empty = [run_dir for run_dir, record in groups[name].items() if not record]
         if empty:
             parser.error(f"no record in {', '.join(empty)}")
+    reference = None
+    if args.bayes1:
+        try:
+            reference = (BAYES1, read_bayes1())
+        except ValueError as error:
+            print(f"all_images_compare: {error}", file=sys.stderr)
+            return 2
     print(run_table(groups))
     print()
-    print(phase_table(groups))
+    print(phase_table(groups, args.phase, reference=reference))
     if args.figure:
-        figure(groups, args.figure, title=args.title)
+        figure(groups, args.figure, title=args.title, reference=reference, ylim=args.ylim)
     return 0
 
 

@@ -276,6 +276,19 @@ def test_the_comparison_of_groups_reports_each_run_and_each_group(tmp_path, caps
     phases = compare.phase_table(groups, phase=10).splitlines()
     assert phases[2] == "| 1-10 | 3.00 (3.00-3.00, 2 runs) | 4.00 (4.00-4.00, 1 run) |"
     assert phases[3] == "| 11-20 | 1.50 (1.00-2.00, 2 runs) |  |"  # b0 stopped at 15
+    # a reference curve (bayes1's, in %) gets a column of its own means, where it is long enough
+    with_reference = compare.phase_table(groups, phase=10, reference=("R", [2.0] * 10 + [1.0] * 5))
+    assert with_reference.splitlines()[0].startswith("| epochs | R | A: mean")
+    assert with_reference.splitlines()[2].startswith("| 1-10 | 2.00 | 3.00 (")
+    assert with_reference.splitlines()[3].startswith("| 11-20 |  | 1.50 (")
+    curve = tmp_path / "curve.json"
+    curve.write_text('{"values": [98.0, 98.5]}')
+    assert compare.read_bayes1(str(curve)) == [2.0, 1.5]
+    for bad in ('{"values": [98.0, 120.0]}', '{"values": "98"}', "[1, 2]", "{not json"):
+        curve.write_text(bad)
+        with pytest.raises(ValueError, match="curve.json"):
+            compare.read_bayes1(str(curve))
+    assert len(compare.read_bayes1()) == 600  # the committed decoded curve
     assert compare.main(["--group", "A", a0, a1, "--group", "B", b0]) == 0
     assert "| A | a0 | 20 |" in capsys.readouterr().out
     (tmp_path / "a1" / all_images.RECORD).write_text('{"epochs": [{"epoch": 2}]}')
