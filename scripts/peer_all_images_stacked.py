@@ -8,8 +8,9 @@ Each seed's run is its own, whatever else shares the stack:
 - its initialisation is peer_all_images.py's for that seed (the same mu and rho);
 - its noise, its shuffle and its test draws come from generators of its own, seeded from
   (seed, epoch) as peer_all_images.py seeds them, so adding or removing a seed changes no other
-  seed's run (a test pins this), and a stopped run resumes from its checkpoints bit for bit on
-  the device that trained it;
+  seed's run, and a stopped run resumes from its checkpoints bit for bit (tests pin both on
+  the CPU; on a GPU, where other kernels run, only the same device and versions can repeat
+  a run);
 - its cost is peer_all_images.py's (``sample_with_complexity`` on its weights, the same
   1/468.75, the same summed negative log-likelihood): the stack's cost is the sum of the
   seeds' costs, whose gradient with respect to one seed's parameters is that seed's gradient.
