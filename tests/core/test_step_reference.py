@@ -80,7 +80,8 @@ def check_step(trainer, x, y, pi_i, lr):
 
 
 def long_protocol_trainer():
-    config = get_config("bbb-mixture-1200-paper", hidden=[200, 200], num_validation=0)
+    # the configuration as trained (2x1200): every tensor at its own size
+    config = get_config("bbb-mixture-1200-paper", num_validation=0)
     loaders = data.get_loaders("mnist", batch_size=128, num_validation=0)
     return config, loaders["train"], make_bbb_trainer(config, mx.cpu())
 
