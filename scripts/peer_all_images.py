@@ -236,11 +236,9 @@ def claim_folder(output_dir, settings, epochs):
     write_json(config_path, dict(settings, epochs=epochs))
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--output-dir", required=True)
+def add_training_arguments(parser):
+    """The options of bayes1's training and of its record, which the stacked script shares."""
     parser.add_argument("--hidden", type=int, default=1200)
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--epochs", type=int, default=600)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--lr-step", type=int, default=300,
@@ -253,6 +251,13 @@ def main(argv=None):
     parser.add_argument("--mc-every", type=int, default=50)
     parser.add_argument("--last-mc", type=int, default=10)
     parser.add_argument("--threads", type=int, help="torch.set_num_threads")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output-dir", required=True)
+    parser.add_argument("--seed", type=int, default=0)
+    add_training_arguments(parser)
     parser.add_argument("--eager", action="store_true",
                         help="no torch.compile (slower; for a machine without a C++ compiler)")
     args = parser.parse_args(argv)

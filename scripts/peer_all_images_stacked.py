@@ -42,8 +42,9 @@ except ImportError:  # pragma: no cover -- optional peer
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
-from peer_all_images import (BATCH_SIZE, TRAIN_IMAGES, Peer, claim_folder,  # noqa: E402
-                             load_mnist, sample_with_complexity)
+from peer_all_images import (BATCH_SIZE, TRAIN_IMAGES, Peer,  # noqa: E402
+                             add_training_arguments, claim_folder, load_mnist,
+                             sample_with_complexity)
 
 from gluon_bbb.epochs import epoch_seed  # noqa: E402
 from gluon_bbb.io.checkpoint import atomic_write_bytes, write_json  # noqa: E402
@@ -248,25 +249,13 @@ def main(argv=None):
     parser.add_argument("--output-dir", required=True,
                         help="each seed's folder, with {seed} where its seed goes")
     parser.add_argument("--seeds", type=int, nargs="+", required=True)
-    parser.add_argument("--hidden", type=int, default=1200)
-    parser.add_argument("--epochs", type=int, default=600)
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--lr-step", type=int, default=300,
-                        help="the epoch from which the rate is a tenth")
-    parser.add_argument("--pi", type=float, default=0.75)
-    parser.add_argument("--neg-log-sigma1", type=float, default=0.0)
-    parser.add_argument("--neg-log-sigma2", type=float, default=8.0)
-    parser.add_argument("--subset", type=int, help="the first N training images (a smoke run)")
-    parser.add_argument("--mc-samples", type=int, default=100)
-    parser.add_argument("--mc-every", type=int, default=50)
-    parser.add_argument("--last-mc", type=int, default=10)
+    add_training_arguments(parser)
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
     parser.add_argument("--checkpoint-every", type=int, default=1,
                         help="write the checkpoints after every Nth epoch (and the last)")
     parser.add_argument("--deadline", type=float,
                         help="stop after the first epoch that ends this many seconds after "
                              "the start (the checkpoints written then)")
-    parser.add_argument("--threads", type=int, help="torch.set_num_threads")
     parser.add_argument("--eager", action="store_true", help="no torch.compile")
     parser.add_argument("--compile-mode", help='torch.compile\'s mode ("reduce-overhead": '
                                                'CUDA graphs on a GPU)')
