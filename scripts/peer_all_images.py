@@ -236,6 +236,21 @@ def claim_folder(output_dir, settings, epochs):
     write_json(config_path, dict(settings, epochs=epochs))
 
 
+def resumed_record(output_dir, done):
+    """The folder's record up to epoch ``done`` (the checkpoint's); a record that ends before
+    it is one ValueError naming the file."""
+    record = read_record(output_dir)[:done]
+    if len(record) != done:
+        raise ValueError(f"{os.path.join(output_dir, RECORD)} holds {len(record)} epochs "
+                         f"where its checkpoint holds {done}")
+    return record
+
+
+def learning_rate(args, epoch):
+    """bayes1's schedule: the rate a tenth from epoch ``args.lr_step`` on."""
+    return args.lr * (0.1 if epoch >= args.lr_step else 1.0)
+
+
 def add_training_arguments(parser):
     """The options of bayes1's training and of its record, which the stacked script shares."""
     parser.add_argument("--hidden", type=int, default=1200)
@@ -276,15 +291,12 @@ def main(argv=None):
                 math.exp(-args.neg_log_sigma2), args.seed, compiled=not args.eager)
     checkpoint = os.path.join(args.output_dir, CHECKPOINT)
     done = load_checkpoint(checkpoint, peer) if os.path.exists(checkpoint) else 0
-    record = read_record(args.output_dir)[:done]
-    if len(record) != done:
-        raise ValueError(f"{os.path.join(args.output_dir, RECORD)} holds {len(record)} epochs "
-                         f"where {checkpoint} holds {done}")
+    record = resumed_record(args.output_dir, done)
     measured = mc_epochs(args.epochs, args.mc_every, args.last_mc)
     for epoch in range(done + 1, args.epochs + 1):
         start = time.time()
-        lr = args.lr * (0.1 if epoch >= args.lr_step else 1.0)
-        train_error = train_epoch(peer, images, labels, lr, args.seed, epoch)
+        train_error = train_epoch(peer, images, labels, learning_rate(args, epoch), args.seed,
+                                  epoch)
         seconds = time.time() - start
         generator = torch.Generator().manual_seed(
             epoch_seed(args.seed, epoch, stream=TEST_SEED_STREAM))

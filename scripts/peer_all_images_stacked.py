@@ -43,13 +43,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 from peer_all_images import (BATCH_SIZE, TRAIN_IMAGES, Peer,  # noqa: E402
-                             add_training_arguments, claim_folder, load_mnist,
-                             sample_with_complexity)
+                             add_training_arguments, claim_folder, learning_rate, load_mnist,
+                             resumed_record, sample_with_complexity)
 
 from gluon_bbb.epochs import epoch_seed  # noqa: E402
 from gluon_bbb.io.checkpoint import atomic_write_bytes, write_json  # noqa: E402
-from gluon_bbb.experiments.all_images import (RECORD, TEST_SEED_STREAM, mc_epochs,  # noqa: E402
-                                              read_record)
+from gluon_bbb.experiments.all_images import RECORD, TEST_SEED_STREAM, mc_epochs  # noqa: E402
 
 CHECKPOINT = "checkpoint.npz"
 
@@ -289,16 +288,11 @@ def main(argv=None):
                          math.exp(-args.neg_log_sigma2), args.seeds, args.device,
                          compiled=not args.eager, mode=args.compile_mode)
     done = load_checkpoints(folders, stack)
-    records = [read_record(folder)[:done] for folder in folders]
-    for folder, record in zip(folders, records):
-        if len(record) != done:
-            raise ValueError(f"{os.path.join(folder, RECORD)} holds {len(record)} epochs "
-                             f"where its checkpoint holds {done}")
+    records = [resumed_record(folder, done) for folder in folders]
     measured = mc_epochs(args.epochs, args.mc_every, args.last_mc)
     for epoch in range(done + 1, args.epochs + 1):
         start = time.time()
-        lr = args.lr * (0.1 if epoch >= args.lr_step else 1.0)
-        train_errors = train_epoch(stack, images, labels, lr, epoch)
+        train_errors = train_epoch(stack, images, labels, learning_rate(args, epoch), epoch)
         seconds = time.time() - start
         samples = args.mc_samples if epoch in measured else 0
         errors = test_errors(stack, test, test_labels, samples,
