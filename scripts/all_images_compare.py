@@ -114,6 +114,47 @@ def phase_table(groups, phase=100, key="mean_x126", reference=None):
     return "\n".join(lines)
 
 
+def window_table(groups, start, end, key="mean_x126", reference=None, last=10):
+    """Where each run stands over epochs ``start``-``end`` (its mean error of ``key``, %), and
+    how far it fell from there to the mean of its last ``last`` epochs where it reached the last
+    epoch of all runs; a row per run, a row per group (mean ± sd and range over its runs that
+    cover the window), and a row for ``reference``, a (label, per-epoch errors in %) pair such
+    as bayes1's curve."""
+    final = max(record[-1]["epoch"] for runs in groups.values() for record in runs.values())
+
+    def row(label, window, tail):
+        change = "" if window is None or tail is None else f"{tail - window:+.2f}"
+        return (f"| {label} | " + ("" if window is None else f"{window:.2f}") + " | "
+                + ("" if tail is None else f"{tail:.2f}") + f" | {change} |")
+
+    lines = [f"| run | epochs {start}-{end} | epochs {final - last + 1}-{final} | change |",
+             "|---|---:|---:|---:|"]
+    for name, runs in groups.items():
+        windows, changes = [], []
+        for run_dir, record in runs.items():
+            by_epoch = {entry["epoch"]: entry.get(key) for entry in record}
+            values = [by_epoch.get(epoch) for epoch in range(start, end + 1)]
+            window = None if None in values else 100 * mean(values)
+            tail = last_mean(record, key, last) if record[-1]["epoch"] == final else None
+            lines.append(row(f"{name}: {os.path.basename(run_dir.rstrip('/'))}", window, tail))
+            if window is not None:
+                windows.append(window)
+                if tail is not None:
+                    changes.append(tail - window)
+        if windows:
+            centre, deviation = spread(windows)
+            summary = (f"{centre:.2f}" + ("" if deviation is None else f" ± {deviation:.2f}")
+                       + f" ({min(windows):.2f}-{max(windows):.2f}, {runs_text(len(windows))})")
+            moved = (f"{mean(changes):+.2f} ({runs_text(len(changes))})" if changes else "")
+            lines.append(f"| {name}: mean ± sd (range) | {summary} |  | {moved} |")
+    if reference:
+        label, values = reference
+        window = mean(values[start - 1:end]) if len(values) >= end else None
+        tail = mean(values[final - last:final]) if len(values) >= final else None
+        lines.append(row(label, window, tail))
+    return "\n".join(lines)
+
+
 def read_bayes1(path=JINKEHE_TEST):
     """bayes1's decoded per-epoch test error (%), from its accuracies; one line names a bad
     file (ValueError)."""
@@ -160,6 +201,9 @@ def main(argv=None):
     parser.add_argument("--ylim", type=float, nargs=2, default=(1.0, 3.0),
                         metavar=("LOW", "HIGH"), help="the figure's range of test errors (%%)")
     parser.add_argument("--phase", type=int, default=100, help="epochs per row of the phases")
+    parser.add_argument("--window", type=int, nargs=2, metavar=("START", "END"),
+                        help="also where each run stands over these epochs, and how far it "
+                             "fell from there to its last ten")
     parser.add_argument("--bayes1", action="store_true",
                         help="bayes1's decoded test curve beside the groups' (its own "
                              "convention: 100 networks' log-probabilities on raw pixels)")
@@ -186,6 +230,12 @@ def main(argv=None):
     print(run_table(groups))
     print()
     print(phase_table(groups, args.phase, reference=reference))
+    if args.window:
+        start, end = args.window
+        if not 1 <= start <= end:
+            parser.error("--window wants 1 <= START <= END")
+        print()
+        print(window_table(groups, start, end, reference=reference))
     if args.figure:
         figure(groups, args.figure, title=args.title, reference=reference, ylim=args.ylim)
     return 0

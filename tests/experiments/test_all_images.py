@@ -281,6 +281,25 @@ def test_the_comparison_of_groups_reports_each_run_and_each_group(tmp_path, caps
     assert with_reference.splitlines()[0].startswith("| epochs | R | A: mean")
     assert with_reference.splitlines()[2].startswith("| 1-10 | 2.00 | 3.00 (")
     assert with_reference.splitlines()[3].startswith("| 11-20 |  | 1.50 (")
+    # where each run stands over a window, and how far it fell from there to its last ten
+    window = compare.window_table(groups, 11, 14, reference=("R", [2.0] * 10 + [1.0] * 10),
+                                  last=5).splitlines()
+    assert window[0] == "| run | epochs 11-14 | epochs 16-20 | change |"
+    assert window[2] == "| A: a0 | 2.00 | 2.00 | +0.00 |"
+    assert window[3] == "| A: a1 | 1.00 | 1.00 | +0.00 |"
+    assert window[4] == f"| A: mean ± sd (range) | 1.50 ± {sd_mean:.2f} (1.00-2.00, 2 runs) |  | +0.00 (2 runs) |"
+    assert window[5] == "| B: b0 | 4.00 |  |  |"  # covers the window, not yet at epoch 20
+    assert window[7] == "| R | 1.00 | 1.00 | +0.00 |"
+    falling = write_record(tmp_path / "falling", [0.03] * 14 + [0.02] * 6)
+    row = compare.window_table({"C": {falling: all_images.read_record(falling)}}, 11, 14,
+                               last=5).splitlines()[2]
+    assert row == "| C: falling | 3.00 | 2.00 | -1.00 |"
+    short = compare.window_table({"B": {b0: groups["B"][b0]}}, 14, 18).splitlines()
+    assert short[0] == "| run | epochs 14-18 | epochs 6-15 | change |"
+    assert short[2] == "| B: b0 |  | 4.00 |  |"  # stopped inside the window: no mean there
+    assert len(short) == 3  # and no group row without a run that covers the window
+    assert compare.main(["--group", "A", a0, a1, "--window", "11", "14"]) == 0
+    assert "| A: a0 | 2.00 |" in capsys.readouterr().out
     curve = tmp_path / "curve.json"
     curve.write_text('{"values": [98.0, 98.5]}')
     assert compare.read_bayes1(str(curve)) == [2.0, 1.5]
