@@ -282,14 +282,14 @@ def test_the_comparison_of_groups_reports_each_run_and_each_group(tmp_path, caps
     assert with_reference.splitlines()[2].startswith("| 1-10 | 2.00 | 3.00 (")
     assert with_reference.splitlines()[3].startswith("| 11-20 |  | 1.50 (")
     # where each run stands over a window, and how far it fell from there to its last ten
-    window = compare.window_table(groups, 11, 14, reference=("R", [2.0] * 10 + [1.0] * 10),
+    window = compare.window_table(groups, 11, 14, reference=("R", [float(e) for e in range(1, 21)]),
                                   last=5).splitlines()
     assert window[0] == "| run | epochs 11-14 | epochs 16-20 | change |"
     assert window[2] == "| A: a0 | 2.00 | 2.00 | +0.00 |"
     assert window[3] == "| A: a1 | 1.00 | 1.00 | +0.00 |"
     assert window[4] == f"| A: mean ± sd (range) | 1.50 ± {sd_mean:.2f} (1.00-2.00, 2 runs) |  | +0.00 (2 runs) |"
     assert window[5] == "| B: b0 | 4.00 |  |  |"  # covers the window, not yet at epoch 20
-    assert window[7] == "| R | 1.00 | 1.00 | +0.00 |"
+    assert window[7] == "| R | 12.50 | 18.00 | +5.50 |"  # epochs 11-14 and 16-20 of the curve
     falling = write_record(tmp_path / "falling", [0.03] * 14 + [0.02] * 6)
     row = compare.window_table({"C": {falling: all_images.read_record(falling)}}, 11, 14,
                                last=5).splitlines()[2]
