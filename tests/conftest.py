@@ -69,9 +69,104 @@ SLOW_TESTS = ("test_fused_path_agrees_with_the_pure_path_in_expectation",
               "test_two_processes_fetching_at_once_download_once")
 
 
+#: Tests that leave the quick tier for ``pytest --full`` although they are quick enough: each
+#: takes a path that a test of the quick tier takes too, named as its value (``file::test``, a
+#: parametrized case with its id in brackets; a key without brackets moves every case). The
+#: quick tier keeps one representative of each group that starts interpreters, kernels or
+#: re-scores the committed networks. Every session that collects every test (``pytest``,
+#: ``pytest --full``) checks that each key and each representative names a collected test and
+#: that the representatives stay in the quick tier.
+REPRESENTED = {
+    # the notebooks: every one runs under --full; the quick tier runs one, for the machinery they
+    # share (a kernel, the install and configuration cells, GLUON_BBB_SMOKE, GLUON_BBB_DOCS);
+    # their structure (no outputs, one configuration cell, the install cell) stays quick for all
+    **{f"test_notebooks.py::test_runs_in_smoke_mode[{name}.ipynb]":
+       "test_notebooks.py::test_runs_in_smoke_mode[07_regression.ipynb]"
+       for name in ("01_bbb_from_scratch", "02_bbb_gluon_mnist", "03_fashion_mnist",
+                    "04_weight_densities", "05_snr_pruning", "06_uncertainty", "08_bandit",
+                    "09_bayesian_cnn", "10_bayesian_rnn", "11_continual_learning")},
+    "test_notebooks.py::test_runs_on_the_committed_networks":
+        "test_results.py::test_committed_checkpoint_reproduces_its_recorded_test_error"
+        "[searched-mixture-1200-seed0]",
+    "test_notebooks.py::test_notebook_05_prunes_the_paper_protocols_network_at_the_end_of_training":
+        "test_results.py::test_committed_pruning_table_reproduces[bbb-mixture-400-s2]",
+    "test_notebooks.py::test_notebook_08_reads_the_recorded_bandit_runs":
+        "test_notebooks.py::test_runs_in_smoke_mode[07_regression.ipynb]",
+    # the committed networks re-scored on the real test sets: one of each kind stays quick
+    **{f"test_results.py::test_committed_checkpoint_reproduces_its_recorded_test_error[{name}]":
+       "test_results.py::test_committed_checkpoint_reproduces_its_recorded_test_error"
+       f"[{kind}]"
+       for name, kind in (("bbb-mixture-400-ls8-kl0.3-s2", "bbb-mixture-400"),
+                          ("bbb-mixture-400-ls8", "bbb-mixture-400"),
+                          ("bbb-mixture-400-s2", "bbb-mixture-400"),
+                          ("bbb-mixture-400-lrdecay", "bbb-mixture-400"),
+                          ("bbb-gaussian-400-lrdecay", "bbb-gaussian-400"),
+                          ("bbb-mixture-lenet", "fashion-bbb-mixture-400-kl0.1"),
+                          ("fashion-bbb-mixture-lenet", "fashion-bbb-mixture-400-kl0.1"),
+                          ("bbb-mixture-lenet-kl0.1", "fashion-bbb-mixture-400-kl0.1"),
+                          ("searched-mixture-400-seed1", "bbb-mixture-400"),
+                          ("searched-mixture-1200-seed1", "searched-mixture-1200-seed0"),
+                          ("searched-gaussian-1200-seed1", "searched-mixture-1200-seed0"),
+                          ("paper-600/bbb-mixture-1200-paper-s0", "paper-600/bbb-mixture-400-paper-s1"),
+                          ("paper-600/bbb-mixture-400-paper-rho4-s0",
+                           "paper-600/bbb-mixture-400-paper-s1"))},
+    **{f"test_results.py::test_committed_baseline_reproduces_its_recorded_test_error[{name}]":
+       f"test_results.py::test_committed_baseline_reproduces_its_recorded_test_error[{kind}]"
+       for name, kind in (("dropout-400", "sgd-400"), ("dropout-lenet", "sgd-lenet"),
+                          ("fashion-sgd-lenet", "sgd-lenet"), ("fashion-dropout-lenet", "sgd-lenet"),
+                          ("searched-sgd-1200-seed1", "sgd-400"),
+                          ("searched-dropout-1200-seed1", "sgd-400"))},
+    **{f"test_results.py::test_committed_pruning_table_reproduces[{name}]":
+       "test_results.py::test_committed_pruning_table_reproduces[bbb-mixture-400-s2]"
+       for name in ("searched-mixture-1200-seed0", "searched-mixture-1200-seed1",
+                    "paper-600/bbb-mixture-1200-paper-s0")},
+    # statistical checks of many samples: the exact references take the same code
+    "test_loss.py::test_the_monte_carlo_complexity_averages_to_the_closed_form":
+        "test_loss.py::test_loss_matches_numpy_eq8",
+    "test_diagonal_prior.py::test_the_monte_carlo_complexity_averages_to_the_closed_form":
+        "test_diagonal_prior.py::test_closed_form_kl_matches_the_float64_reference_and_vanishes_at_the_prior",
+    # recurrent gradients by finite differences: each cell, direction, depth and mode stays quick
+    "test_recurrent.py::test_gradient_matches_central_differences_with_the_noise_held"
+    "[lstm-2-bi-stacked-imperative-mxnet]":
+        "test_recurrent.py::test_gradient_matches_central_differences_with_the_noise_held"
+        "[lstm-1-bi-imperative-mxnet]",
+    "test_recurrent.py::test_gradient_matches_central_differences_with_the_noise_held"
+    "[lstm-2-bi-stacked-hybridized-mxnet]":
+        "test_recurrent.py::test_gradient_matches_central_differences_with_the_noise_held"
+        "[lstm-2-bi-stacked-hybridized-fused]",
+    "test_recurrent.py::test_gradient_matches_central_differences_with_the_noise_held"
+    "[gru-1-bi-imperative-mxnet]":
+        "test_recurrent.py::test_gradient_matches_central_differences_with_the_noise_held"
+        "[gru-1-bi-hybridized-mxnet]",
+    # the startup hook in fresh interpreters: one stays quick
+    **{f"test_mxcompat_hook.py::{name}":
+       "test_mxcompat_hook.py::test_the_hook_applies_the_stand_ins_when_mxnet_executes"
+       for name in ("test_a_gluon_bbb_folder_in_the_working_directory_does_not_break_import_mxnet",
+                    "test_the_namespace_folder_is_not_read_where_the_package_is_installed",
+                    "test_looking_mxnet_up_imports_and_changes_nothing",
+                    "test_a_startup_file_left_behind_is_silent_and_changes_nothing",
+                    "test_any_error_leaves_mxnet_as_without_gluon_bbb_with_one_warning",
+                    "test_the_switch_keeps_the_hook_unimported",
+                    "test_a_checkout_on_the_path_keeps_its_own_compatibility_module")},
+    # the fused operator's kept noise, one process per case: every scenario stays quick on
+    # MXNet's default engine
+    **{f"test_fused.py::test_kept_noise_is_read_only_by_the_backward_pass_of_its_own_draw"
+       f"[{scenario}-NaiveEngine]":
+       "test_fused.py::test_kept_noise_is_read_only_by_the_backward_pass_of_its_own_draw"
+       f"[{scenario}-ThreadedEnginePerDevice]"
+       for scenario in ("same-key", "reseeded", "kept-then-not-kept", "float32-then-float64")},
+    # the run lock across processes; the command line in a fresh interpreter
+    "test_runlock.py::test_search_trials_take_the_lock":
+        "test_runlock.py::test_writing_commands_exit_2_on_a_folder_another_process_writes",
+    "test_cli.py::test_python_dash_m_help":
+        "test_cli.py::test_python_dash_m_exit_code_without_traceback",
+}
+
+
 #: The tiers ``pytest`` leaves out unless given ``--full`` (or a ``-m`` of its own, or the tests to
-#: run): tests of tens of seconds, the book, and those that start a database server or a browser.
-FULL_ONLY_TIERS = ("slow", "book", "postgres", "browser")
+#: run): tests of tens of seconds, the book, those that start a database server or a browser,
+#: and those whose path a quick test takes too (:data:`REPRESENTED`).
+FULL_ONLY_TIERS = ("slow", "book", "postgres", "browser", "represented")
 
 
 def pytest_addoption(parser):
@@ -86,6 +181,31 @@ def _runs_the_quick_tier(config):
             and config.args_source != pytest.Config.ArgsSource.ARGS)
 
 
+def _names(item):
+    """The keys of :data:`REPRESENTED` that name ``item``: its case and its test."""
+    return (f"{item.path.name}::{item.name}", f"{item.path.name}::{item.originalname}")
+
+
+def _full_only(item):
+    return any(item.get_closest_marker(tier) for tier in FULL_ONLY_TIERS)
+
+
+def _check_representatives(items):
+    """Every key of :data:`REPRESENTED` names a collected test, and every representative one
+    that the quick tier runs; a stale name (a test renamed, a case gone) stops the session."""
+    collected = {name: item for item in items for name in _names(item)}
+    problems = [f"REPRESENTED names {key}, which is not collected"
+                for key in REPRESENTED if key not in collected]
+    for key, representative in REPRESENTED.items():
+        runs = [item for item in items if representative in _names(item)]
+        if not runs:
+            problems.append(f"the representative {representative} of {key} is not collected")
+        elif all(_full_only(item) for item in runs):
+            problems.append(f"the representative {representative} of {key} is not in the quick tier")
+    if problems:
+        raise pytest.UsageError("tests/conftest.py: " + "; ".join(problems))
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         for tier in MODULE_TIERS.get(item.path.name, ()):
@@ -97,8 +217,13 @@ def pytest_collection_modifyitems(config, items):
         if any(mark.name == "skipif" and "mnist/" in str(mark.kwargs.get("reason", ""))
                for mark in item.iter_markers()):
             item.add_marker("real_data")
+        if any(name in REPRESENTED for name in _names(item)):
+            item.add_marker("represented")
+    if (not config.option.markexpr and not config.option.keyword
+            and config.args_source != pytest.Config.ArgsSource.ARGS):
+        _check_representatives(items)
     if _runs_the_quick_tier(config):
-        full_only = [any(item.get_closest_marker(tier) for tier in FULL_ONLY_TIERS) for item in items]
+        full_only = [_full_only(item) for item in items]
         quick = [item for item, left in zip(items, full_only) if not left]
         left_out = [item for item, left in zip(items, full_only) if left]
         if left_out:
