@@ -204,9 +204,7 @@ EXERCISES = [
              config('SETTING = "notebook"', 'SETTING = "vcl"')),
     exercise("11_continual_learning", 4, "The setting of Nguyen et al",
              config('SETTING = "notebook"', 'SETTING = "vcl"'),
-             config("EPOCHS_PER_TASK = 10           # theirs",
-                    "EPOCHS_PER_TASK = 100          # theirs"),
-             config("TRAIN_SAMPLES = 1 ", "TRAIN_SAMPLES = 10 "), variant="full"),
+             config("VCL_TASKS = 5 ", "VCL_TASKS = 10 "), variant="ten-tasks"),
 ]
 
 #: Exercises without an entry above, and why: they ask a question of the printed numbers, or
