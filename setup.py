@@ -123,6 +123,9 @@ setup(
         "notebooks": ["jupyterlab>=4", "ipywidgets>=8", "statsmodels>=0.14"],
         # the rendered book (docs/): sphinx-build -W -b html docs docs/_build/html
         "docs": ["optuna>=5.0,<6", "sphinx>=7", "myst-nb>=1.0", "furo>=2024.8.6"],
+        # the independent PyTorch implementation of bayes1's training (scripts/peer_*.py) and its
+        # tests, the evidence behind the results pages' comparisons with it
+        "peer": ["torch>=2.1"],
         # the tests, the notebooks and the book among them; the browser test drives Debian's
         # chromium through its chromedriver with selenium
         "test": ["optuna>=5.0,<6", "pytest>=7.2", "nbclient>=0.7", "nbformat>=5", "ipykernel>=6",
