@@ -550,7 +550,7 @@ def _real_data_or_skip(name):
 @pytest.fixture(scope="module")
 def mnist_raw():
     folder = _real_data_or_skip("mnist")
-    return {split: gdata._read_split(folder, split) for split in ("train", "test")}
+    return {split: gdata.images._read_split(folder, split) for split in ("train", "test")}
 
 
 @pytest.fixture(scope="module")
