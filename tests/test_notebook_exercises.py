@@ -96,7 +96,7 @@ EXERCISES = [
     exercise("03_fashion_mnist", 2, "Dropout rate",
              config("DROPOUT = 0.5 ", "DROPOUT = 0.2 ")),
     exercise("03_fashion_mnist", 3, "Which classes fail?",
-             append('"plain MLP": baselines.evaluate_deterministic(plain',
+             append('"plain MLP": baselines.evaluate_deterministic(plain, loaders["test"])',
                     "\nimport numpy as np\n"
                     "wrong, seen = np.zeros(10), np.zeros(10)\n"
                     "for x, y in loaders['test']:\n"
