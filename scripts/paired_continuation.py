@@ -290,10 +290,10 @@ def state_cells(state_dirs, last=10):
     return cells, described
 
 
-#: What compare reports, with its label.
-MEASURES = (("mean_x126", "posterior mean, x/126, mean of the last ten epochs"),
-            ("bayes1_rule", "MC 100 log-prob, raw, mean of the last ten epochs (bayes1's rule)"),
-            ("mc_last", "MC 100 log-prob, raw, last epoch"))
+#: What compare reports, with its label ({last}: the epochs averaged).
+MEASURES = (("mean_x126", "posterior mean, x/126, mean of the last {last} epochs"),
+            ("bayes1_rule", "MC log-prob, raw, mean of the last {last} epochs (bayes1's rule)"),
+            ("mc_last", "MC log-prob, raw, last epoch"))
 
 
 def compare_table(state_dirs, last=10):
@@ -302,6 +302,7 @@ def compare_table(state_dirs, last=10):
     lines = ["| measure | state (its epoch) | gluon_bbb: mean (runs) | peer: mean (runs) | "
              "difference |", "|---|---|---:|---:|---:|"]
     for key, label in MEASURES:
+        label = label.format(last=last)
         by_state = {state: groups[key] for state, groups in cells.items()}
         if any(None in values for groups in by_state.values() for values in groups.values()):
             lines.append(f"| {label} | not measured on every run | | | |")

@@ -199,6 +199,7 @@ def test_paired_continuations_run_resume_and_compare(tmp_path, tiny_data, capsys
                 for key in ("mean_x126", "mc_logprob_raw")] + [
                 [100 * r[-1]["mc_logprob_raw"] for r in runs]]
     for k, (key, label) in enumerate(script.MEASURES):
+        label = label.format(last=2)
         d = [np.mean(values[s, "gluon_bbb"][k]) - np.mean(values[s, "peer"][k])
              for s in (whole, other)]
         mean, sd = np.mean(d), np.std(d, ddof=1)
