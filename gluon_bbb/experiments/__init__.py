@@ -11,6 +11,9 @@ module                 what it does
 ``spaces``             what a search may vary per kind of configuration, and trial names
 ``runners``            one runner per configuration: build, train resumably, save, load
 ``protocol``           the paper's protocol: run (resumable), report, evaluate the best epoch
+``all_images``         every training image, the test set scored each epoch by each convention
+``peer_state``         a variational state moved to and from the PyTorch peer of ``bayes1``
+``paired``             both implementations continued from one state; their paired difference
 ``search``             the hyperparameter search on Optuna: storage, samplers, pruning, workers
 ``search_report``      a search's table, figures and best trial on the test set
 ``uncertainty_eval``   calibration, out-of-distribution detection and refusal of run folders
