@@ -41,8 +41,8 @@ from gluon_bbb.io.checkpoint import write_json  # noqa: E402
 from gluon_bbb.experiments import paired  # noqa: E402
 from gluon_bbb.experiments.all_images import RECORD, TEST_SEED_STREAM, mc_epochs  # noqa: E402
 from gluon_bbb.experiments.machine import machine_info  # noqa: E402
-from gluon_bbb.experiments.peer_state import (check_state, read_state, state_fingerprint,  # noqa: E402
-                                              state_widths, trainer_state)
+from gluon_bbb.experiments.peer_state import (  # noqa: E402
+    check_state, read_state, state_fingerprint, state_widths, trainer_state)
 from gluon_bbb.experiments.runfolder import (CONFIG, FILES, append_session, now,  # noqa: E402
                                              read_run_config)
 from gluon_bbb.experiments.runlock import RunFolderLock  # noqa: E402

@@ -178,7 +178,8 @@ def test_paired_continuations_run_resume_and_compare(tmp_path, tiny_data, capsys
     state = script.resolve_state("init:gluon_bbb:5", 8)["state"]
     moved = peer_arrays(still / "peer-s0")
     assert all(np.array_equal(moved[name], state[name]) for name in state)
-    assert all(np.array_equal(a, state[k]) for k, a in gluon_state(still / "gluon_bbb-s0", 0)[1].items())
+    kept = gluon_state(still / "gluon_bbb-s0", 0)[1]
+    assert all(np.array_equal(a, state[k]) for k, a in kept.items())
     first = [all_images.read_record(str(still / name))[0] for name in ("gluon_bbb-s0", "peer-s0")]
     for key in ("mean_x126", "mean_raw"):  # the peer's error is a float32 mean: 1/48 apart
         assert first[0][key] == pytest.approx(first[1][key], abs=1e-6)

@@ -133,7 +133,8 @@ def test_the_round_trip_is_exact_and_the_peers_files_carry_it(tmp_path):
     peer_state.write_state(path, peer_state.trainer_state(trainer), epoch=300)
     fresh = paired_script.make_peer(paired_script.gluon_config(HIDDEN, 1e-4, 0), 9, False)
     assert peer_script.load_checkpoint(path, fresh) == 300
-    assert all(np.array_equal(a, start[name]) for name, a in paired_script.peer_state(fresh).items())
+    loaded = paired_script.peer_state(fresh)
+    assert all(np.array_equal(a, start[name]) for name, a in loaded.items())
     peer_script.save_checkpoint(str(tmp_path / "peer.npz"), fresh, 12)
     state, epoch = peer_state.read_state(str(tmp_path / "peer.npz"), [784, HIDDEN, HIDDEN, 10])
     assert epoch == 12 and all(np.array_equal(state[n], start[n]) for n in start)
@@ -193,3 +194,21 @@ def test_both_read_the_same_pixels(tmp_path, monkeypatch):
         np.testing.assert_array_equal(loaded[2][scale].numpy(), test[scale].numpy())
     np.testing.assert_array_equal(loaded[3].numpy(), test_labels.numpy())
     assert float(test["raw"].max()) > 200 and float(ours.max()) <= 255 / 126
+
+
+@pytest.mark.parametrize("hidden", [400, 1200])
+def test_the_protocols_widths_move_exactly(hidden):
+    """bayes1's 784-400-400-10 and 784-1200-1200-10: the peer's initialisation into gluon_bbb
+    and back is exact, and the two posterior means agree to float32 rounding."""
+    config = paired_script.gluon_config(hidden, 1e-4, 0)
+    trainer = make_bbb_trainer(config, mx.cpu())
+    peer = paired_script.make_peer(config, 1, False)
+    state = paired_script.peer_state(peer)
+    assert peer_state.state_widths(state) == [784, hidden, hidden, 10]
+    peer_state.set_trainer_state(trainer, state)
+    back = peer_state.trainer_state(trainer)
+    assert all(np.array_equal(back[name], state[name]) for name in state)
+    x = np.random.default_rng(2).uniform(0, 255 / 126, (16, 784)).astype(np.float32)
+    trainer.set_mean()
+    gluon, theirs = gluon_log_softmax(trainer, x), peer_log_softmax(peer.mean(), x)
+    np.testing.assert_allclose(gluon, theirs, rtol=0, atol=2e-6 * np.abs(theirs).max())
