@@ -8,7 +8,7 @@ import mxnet as mx
 from .._cache import user_cache_dir
 
 __all__ = ["DATASETS", "SPLITS", "DATA_ENV_VAR", "DEBIAN_DATA_ROOT", "DataNotFoundError",
-           "idx_filenames", "idx_file", "check_name", "check_split", "mxnet_home", "download_root",
+           "idx_filenames", "copy_paths", "idx_file", "check_name", "check_split", "mxnet_home", "download_root",
            "search_data_dir", "not_found_message", "find_data_dir"]
 
 DATASETS = ("mnist", "fashion-mnist")
@@ -63,9 +63,16 @@ def check_split(split):
         raise ValueError(f"unknown split {split!r}; valid splits: {', '.join(SPLITS)}")
 
 
+def copy_paths(folder, base_name):
+    """The two names a data file may have in ``folder``, raw first: ``base_name`` and
+    ``base_name.gz`` (a gzip or zip file is told apart by its first bytes, not by its name)."""
+    folder = Path(folder)
+    return [folder / base_name, folder / (base_name + ".gz")]
+
+
 def idx_file(folder, base_name):
     """Path of ``base_name`` or ``base_name.gz`` in ``folder`` (raw preferred), or None."""
-    for candidate in (folder / base_name, folder / (base_name + ".gz")):
+    for candidate in copy_paths(folder, base_name):
         if candidate.is_file():
             return candidate
     return None

@@ -20,6 +20,7 @@ import http.client
 import logging
 import os
 import socket
+import sys
 import tempfile
 import urllib.error
 import urllib.request
@@ -29,11 +30,12 @@ from typing import Optional
 
 from ..epochs import progress_bar_class
 from ..version import __version__
-from .datafolders import DATA_ENV_VAR, DataNotFoundError, download_root
+from .datafolders import DATA_ENV_VAR, DataNotFoundError, copy_paths, download_root
 from .digests import CHUNK_BYTES, ChecksumError, check_content, compression_of, write_content
 from .sources import MIRROR_ENV_VAR, DataFile, files_of, source_urls
 
-__all__ = ["DEFAULT_TIMEOUT_S", "LOCK_NAME", "FetchError", "find_verified", "fetch", "fetch_file"]
+__all__ = ["DEFAULT_TIMEOUT_S", "LOCK_NAME", "REJECTED_SUFFIX", "FetchError", "find_verified",
+           "set_aside", "fetch", "fetch_file"]
 
 logger = logging.getLogger(__name__)
 
@@ -43,20 +45,23 @@ DEFAULT_TIMEOUT_S = 30.0
 LOCK_NAME = ".fetch.lock"
 """The lock file in each target folder."""
 
-_REJECTED_SUFFIX = ".rejected"
+REJECTED_SUFFIX = ".rejected"
+"""Appended to the name of a file that failed its check when it is moved aside for a download
+(``.rejected.1``, ``.rejected.2``, ... when that name is taken)."""
 
 
 class FetchError(DataNotFoundError):
     """No source served a file with the right content (the message names each and why)."""
 
 
-def _candidates(folder, data_file):
-    return [folder / data_file.name, folder / (data_file.name + ".gz")]
+def _say(line):
+    """A line that stays on screen (a terminal, a notebook): on standard error, flushed."""
+    print(line, file=sys.stderr, flush=True)
 
 
 def find_verified(folder, data_file: DataFile) -> Optional[Path]:
     """``<name>`` or ``<name>.gz`` in ``folder`` if it holds ``data_file``'s content, else None."""
-    for path in _candidates(Path(folder), data_file):
+    for path in copy_paths(Path(folder), data_file.name):
         if path.is_file():
             try:
                 check_content(path, data_file)
@@ -126,32 +131,61 @@ def _reason(error, timeout, temporary):
     return f"{type(error).__name__}: {error}"
 
 
+def set_aside(path, reason) -> Path:
+    """Rename ``path``, a file that failed its check, to ``<name>.rejected`` (or
+    ``<name>.rejected.<n>``, the first such name not taken), and say so in one line naming both
+    and ``reason``; the file is kept as it was, never overwritten or deleted.
+
+    Returns
+    -------
+    pathlib.Path
+        Where the file now is.
+    """
+    path = Path(path)
+    target, number = path.with_name(path.name + REJECTED_SUFFIX), 0
+    while target.exists() or target.is_symlink():
+        number += 1
+        target = path.with_name(f"{path.name}{REJECTED_SUFFIX}.{number}")
+    os.rename(path, target)
+    _say(f"{path} failed its check ({reason}); kept as {target}")
+    return target
+
+
 def _store(temporary, folder, data_file):
     """Rename the checked download to its final name (decompressed first unless it is a gzip
-    file kept as such); set aside a copy under the other name that failed the check."""
+    file kept as such), after setting aside every copy already there (each failed the check:
+    it must neither be overwritten nor shadow the download)."""
     kind = compression_of(temporary)
+    plain = None
     if kind == "gzip" and data_file.keep_gzip:
-        final = folder / (data_file.name + ".gz")
-        os.replace(temporary, final)
+        final, ready = folder / (data_file.name + ".gz"), temporary
     elif kind == "none":
-        final = folder / data_file.name
-        os.replace(temporary, final)
+        final, ready = folder / data_file.name, temporary
     else:
         final = folder / data_file.name
         handle, plain = tempfile.mkstemp(dir=folder, prefix=f".{data_file.name}.", suffix=".part")
         os.close(handle)
-        try:
+        ready = plain
+    try:
+        if plain is not None:
             write_content(temporary, data_file, plain)
-            os.replace(plain, final)
-        finally:
-            if os.path.exists(plain):
-                os.unlink(plain)
-    for other in _candidates(folder, data_file):
-        if other != final and other.exists():  # it failed the check: it must not shadow `final`
-            os.replace(other, other.with_name(other.name + _REJECTED_SUFFIX))
-            logger.warning("%s held other content; set aside as %s%s", other, other.name,
-                           _REJECTED_SUFFIX)
+        for other in copy_paths(folder, data_file.name):
+            if other.exists() or other.is_symlink():
+                set_aside(other, _problem(other, data_file))
+        os.replace(ready, final)
+    finally:
+        if plain is not None and os.path.exists(plain):
+            os.unlink(plain)
     return final
+
+
+def _problem(path, data_file):
+    """Why ``path`` fails its check, in a few words."""
+    try:
+        check_content(path, data_file)
+    except (ChecksumError, OSError) as error:
+        return str(error).replace(f"{path}: ", "", 1)
+    return "it holds the right content, but was found only now"
 
 
 def _fetch_missing(folder, data_file, progress, timeout):

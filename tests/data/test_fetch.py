@@ -374,3 +374,44 @@ def test_data_fetch_into_a_folder_it_cannot_make_says_so_in_one_line(capsys, tmp
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "cannot download there" in err
     assert str(tmp_path / "a-file" / "mnist") in err
+
+
+# ---------------------------------------------------------------------------- a user's files
+def test_a_wrong_file_under_the_final_name_is_kept_aside_and_named(monkeypatch, server, tmp_path,
+                                                                   capsys):
+    """Never destroyed: the copy that fails is renamed aside (numbered when the name is taken)
+    before the download takes its place, and the message says where it went."""
+    folder = tmp_path / "mnist"
+    folder.mkdir()
+    mine = gzip.compress(TINY_CONTENT[:-1])
+    (folder / "tiny-ubyte.gz").write_bytes(mine)
+    (folder / "tiny-ubyte.gz.rejected").write_bytes(b"an older one")
+    use_sources(monkeypatch, server, "files")
+    found = fetch.fetch_file(folder, tiny_file(), progress=False)
+    assert gzip.decompress(found.read_bytes()) == TINY_CONTENT
+    assert (folder / "tiny-ubyte.gz.rejected").read_bytes() == b"an older one"
+    assert (folder / "tiny-ubyte.gz.rejected.1").read_bytes() == mine
+    said = capsys.readouterr().err
+    assert str(folder / "tiny-ubyte.gz.rejected.1") in said and "SHA-256" in said  # the reason
+
+
+def test_data_fetch_keeps_a_users_own_mushroom_table(monkeypatch, server, served, tmp_path,
+                                                     capsys):
+    """The issue's reproduction: a table with one more row in $GLUON_BBB_DATA/mushroom."""
+    expected = DataFile("mushroom", mushroom.FILE_NAME, hashlib.sha256(
+        ("\n".join(MUSHROOM_LINES) + "\n").encode()).hexdigest(), 94, text=True, keep_gzip=False)
+    monkeypatch.setitem(sources.DATA_FILES, "mushroom", (expected,))
+    (served / "mushroom").mkdir()
+    (served / "mushroom" / mushroom.FILE_NAME).write_text("\n".join(MUSHROOM_LINES) + "\n")
+    use_sources(monkeypatch, server, "files", dataset="mushroom")
+    root = tmp_path / "root"
+    (root / "mushroom").mkdir(parents=True)
+    own = "\n".join(MUSHROOM_LINES + [MUSHROOM_LINES[0]]) + "\n"
+    (root / "mushroom" / mushroom.FILE_NAME).write_text(own)
+    monkeypatch.setenv(datafolders.DATA_ENV_VAR, str(root))
+    assert len(mushroom.load_mushroom().edible) == 3
+    assert main(["data", "fetch", "mushroom", "--no-progress"]) == 0
+    kept = root / "mushroom" / (mushroom.FILE_NAME + ".rejected")
+    assert kept.read_text() == own
+    assert str(kept) in capsys.readouterr().err
+    assert len(mushroom.load_mushroom().edible) == 2
