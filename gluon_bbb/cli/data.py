@@ -1,14 +1,12 @@
 """``gluon-bbb data fetch|list|verify``: download the data sets ahead of time, see where they
 are, and check them (:mod:`gluon_bbb.data.fetch`, :mod:`gluon_bbb.data.sources`)."""
 import argparse
-import os
 import sys
-from pathlib import Path
 
-from ..data import datafolders, digests, fetch, mushroom, sources
+from ..data import datafolders, fetch, sources, state
 from .common import HelpFormatter, number
 
-__all__ = ["add_parsers", "data_command", "searched_folders"]
+__all__ = ["add_parsers", "data_command"]
 
 
 def add_parsers(commands):
@@ -69,53 +67,13 @@ def _data_set(text):
     return text
 
 
-def searched_folders(name, data_dir=None):
-    """The folders where the loaders look for data set ``name``, in order."""
-    if name != "mushroom":
-        return datafolders.search_data_dir(name, data_dir)[1]
-    folders = []
-    if data_dir is not None:
-        folders += [Path(data_dir).expanduser() / "mushroom", Path(data_dir).expanduser()]
-    folders.append(Path(mushroom.default_mushroom_path()).parent)
-    if not os.environ.get(datafolders.DATA_ENV_VAR):
-        folders.append(datafolders.download_root() / "mushroom")
-    return folders
-
-
-def _present(folder, data_file):
-    """The copies of ``data_file`` in ``folder``: raw and gzipped."""
-    return [path for path in (folder / data_file.name, folder / (data_file.name + ".gz"))
-            if path.is_file()]
-
-
-def _check(path, data_file):
-    """None if ``path`` holds ``data_file``, else the one-line problem."""
-    try:
-        digests.check_content(path, data_file)
-    except (digests.ChecksumError, OSError) as error:
-        return str(error)
-    return None
-
-
-def _in_use(name, data_dir=None):
-    """The folder the loaders would read data set ``name`` from, or None."""
-    files = sources.files_of(name)
-    for folder in searched_folders(name, data_dir):
-        if all(_present(folder, data_file) for data_file in files):
-            return folder
-    return None
-
-
-def _all_verified(folder, name):
-    return all(fetch.find_verified(folder, data_file) for data_file in sources.files_of(name))
-
-
 def _fetch(args):
     for name in args.names or sources.FETCHABLE:
-        folder = None if args.to else _in_use(name)
-        if folder is not None and _all_verified(folder, name):
-            print(f"{name}: already in {folder} (every file verified)")
-            continue
+        if not args.to:
+            used = state.dataset_state(name).used
+            if used is not None and used.verified:
+                print(f"{name}: already in {used.folder} (every file verified)")
+                continue
         try:
             folder = fetch.fetch(name, root=args.to, progress=not args.no_progress,
                                  timeout=args.timeout)
@@ -131,18 +89,17 @@ def _fetch(args):
 
 def _list(args):
     for name in args.names or sources.FETCHABLE:
-        used = _in_use(name, args.data_dir)
-        shown = False
-        for folder in searched_folders(name, args.data_dir):
-            rows = [(path, _check(path, data_file)) for data_file in sources.files_of(name)
-                    for path in _present(folder, data_file)]
-            if not rows:
-                continue
-            shown = True
-            print(f"{name}: {folder}" + (" (used)" if folder == used else ""))
-            for path, problem in rows:
-                print(f"  {path.name}: " + ("verified" if problem is None else
-                                            "WRONG: " + problem.replace(f"{path}: ", "")))
+        report = state.dataset_state(name, args.data_dir, every_folder=True)
+        shown = [folder for folder in report.folders if folder.present]
+        for folder in shown:
+            print(f"{name}: {folder.folder}" + (" (used)" if folder == report.used else ""))
+            for file in folder.files:
+                if file.path is None:
+                    print(f"  {file.data_file.name}: missing")
+                else:
+                    print(f"  {file.path.name}: " + (
+                        "verified" if file.verified else
+                        "WRONG: " + file.problem.replace(f"{file.path}: ", "", 1)))
         if not shown:
             print(f"{name}: not found (gluon-bbb data fetch {name} downloads it)")
     return 0
@@ -151,20 +108,16 @@ def _list(args):
 def _verify(args):
     problems = []
     for name in args.names or sources.FETCHABLE:
-        folder = _in_use(name, args.data_dir)
-        if folder is None:
-            if args.names:
-                problems.append(f"{name}: not found in "
-                                + ", ".join(map(str, searched_folders(name, args.data_dir))))
-            continue
-        found = [_check(path, data_file) for data_file in sources.files_of(name)
-                 for path in _present(folder, data_file)[:1]]
-        bad = [problem for problem in found if problem is not None]
-        problems += bad
-        if not bad:
-            print(f"{name}: {folder}: {len(found)} file(s) verified")
-    for problem in problems:
-        print(f"gluon-bbb: error: {problem}", file=sys.stderr)
+        report = state.dataset_state(name, args.data_dir)
+        if report.used is None:
+            problems.append(f"{name}: not found in " + ", ".join(map(str, report.searched))
+                            + f" (gluon-bbb data fetch {name} downloads it)")
+        elif not report.used.verified:
+            problems += report.used.problems()
+        else:
+            print(f"{name}: {report.used.folder}: {len(report.used.files)} file(s) verified")
+    if problems:
+        print(f"gluon-bbb: error: {'; '.join(problems)}", file=sys.stderr)
     return 2 if problems else 0
 
 

@@ -31,6 +31,7 @@ from typing import Optional
 from ..epochs import progress_bar_class
 from ..version import __version__
 from .datafolders import DATA_ENV_VAR, DataNotFoundError, copy_paths, download_root
+from .checks import problem_of
 from .digests import CHUNK_BYTES, ChecksumError, check_content, compression_of, write_content
 from .sources import MIRROR_ENV_VAR, DataFile, files_of, source_urls
 
@@ -62,12 +63,7 @@ def _say(line):
 def find_verified(folder, data_file: DataFile) -> Optional[Path]:
     """``<name>`` or ``<name>.gz`` in ``folder`` if it holds ``data_file``'s content, else None."""
     for path in copy_paths(Path(folder), data_file.name):
-        if path.is_file():
-            try:
-                check_content(path, data_file)
-            except (ChecksumError, OSError) as error:
-                logger.warning("%s", error)
-                continue
+        if path.is_file() and problem_of(path, data_file) is None:
             return path
     return None
 

@@ -5,6 +5,7 @@ public sources are replaced by the local server's 404 route, so nothing leaves t
 import gzip
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -15,10 +16,11 @@ import numpy as np
 import pytest
 
 from gluon_bbb.cli import main
-from gluon_bbb.data import datafolders, digests, fetch, load_raw, mushroom, read_idx, sources
+from gluon_bbb.data import (datafolders, digests, fetch, load_raw, load_splits, mushroom, read_idx,
+                            sources, state)
 from gluon_bbb.data.sources import DataFile
 from http_server import LocalServer
-from synthetic import needs_mnist
+from synthetic import needs_mnist, write_dataset
 
 REPO = Path(__file__).resolve().parents[2]
 #: The development data (read before the fixtures hide $GLUON_BBB_DATA); tests that need it are
@@ -415,3 +417,79 @@ def test_data_fetch_keeps_a_users_own_mushroom_table(monkeypatch, server, served
     assert kept.read_text() == own
     assert str(kept) in capsys.readouterr().err
     assert len(mushroom.load_mushroom().edible) == 2
+
+
+# ---------------------------------------------------------------------------- one search rule
+@pytest.fixture
+def synthetic_mnist(monkeypatch, served):
+    """A small MNIST served by the local server, whose digests stand in for the real ones."""
+    folder = served / "mnist"
+    write_dataset(folder)
+    files = []
+    for data_file in sources.DATA_FILES["mnist"]:
+        content = gzip.decompress((folder / (data_file.name + ".gz")).read_bytes())
+        files.append(DataFile("mnist", data_file.name, hashlib.sha256(content).hexdigest(),
+                              len(content)))
+    monkeypatch.setitem(sources.DATA_FILES, "mnist", tuple(files))
+    (folder / "tiny-ubyte.gz").unlink()
+    return folder
+
+
+def truncate(path):
+    path.write_bytes(gzip.compress(gzip.decompress(path.read_bytes())[:-1]))
+
+
+def test_a_verified_copy_wins_over_a_wrong_one_searched_first(synthetic_mnist, tmp_path, caplog,
+                                                              capsys):
+    """The issue's reproduction: MXNet's folder (searched first) with a truncated file, the
+    download cache verified: the loaders read the cache, naming the skipped file once."""
+    cache = tmp_path / "xdg-cache" / "gluon_bbb" / "data" / "mnist"
+    mxnet = tmp_path / "mxnet-home" / "datasets" / "mnist"
+    shutil.copytree(synthetic_mnist, cache)
+    shutil.copytree(synthetic_mnist, mxnet)
+    truncate(mxnet / "t10k-labels-idx1-ubyte.gz")
+    with caplog.at_level("WARNING"):
+        splits = load_splits("mnist", download=False)
+    np.testing.assert_array_equal(splits["test"][1],
+                                  read_idx(cache / "t10k-labels-idx1-ubyte.gz"))
+    skipped = [record.getMessage() for record in caplog.records]
+    assert len(skipped) == 1 and str(mxnet / "t10k-labels-idx1-ubyte.gz") in skipped[0]
+    assert main(["data", "verify", "mnist"]) == 0
+    assert str(cache) in capsys.readouterr().out
+
+
+def test_a_bad_file_in_the_download_cache_is_downloaded_again(monkeypatch, server, served,
+                                                              tmp_path):
+    expected = DataFile("mushroom", mushroom.FILE_NAME, hashlib.sha256(
+        ("\n".join(MUSHROOM_LINES) + "\n").encode()).hexdigest(), 94, text=True, keep_gzip=False)
+    monkeypatch.setitem(sources.DATA_FILES, "mushroom", (expected,))
+    (served / "mushroom").mkdir()
+    (served / "mushroom" / mushroom.FILE_NAME).write_text("\n".join(MUSHROOM_LINES) + "\n")
+    use_sources(monkeypatch, server, "files", dataset="mushroom")
+    cache = tmp_path / "xdg-cache" / "gluon_bbb" / "data" / "mushroom"
+    cache.mkdir(parents=True)
+    (cache / mushroom.FILE_NAME).write_text(MUSHROOM_LINES[0] + "\n")  # cut short
+    assert len(mushroom.load_mushroom().edible) == 2
+    assert (cache / (mushroom.FILE_NAME + ".rejected")).read_text() == MUSHROOM_LINES[0] + "\n"
+
+
+def test_a_verified_file_is_remembered_by_size_and_modification_time(monkeypatch,
+                                                                     synthetic_mnist):
+    hashed = []
+    content_sha256 = digests.content_sha256
+    monkeypatch.setattr(digests, "content_sha256",
+                        lambda path, data_file: hashed.append(path) or content_sha256(path,
+                                                                                     data_file))
+    past = time.time() - 3600
+    for path in synthetic_mnist.iterdir():
+        os.utime(path, (past, past))
+    assert state.dataset_state("mnist", synthetic_mnist).used.verified
+    assert len(hashed) == 4
+    assert state.dataset_state("mnist", synthetic_mnist).used.verified
+    assert len(hashed) == 4  # remembered
+    labels = synthetic_mnist / "t10k-labels-idx1-ubyte.gz"
+    truncate(labels)
+    os.utime(labels, (past, past))
+    report = state.dataset_state("mnist", synthetic_mnist)
+    assert len(hashed) == 5 and not report.used.verified
+    assert "t10k-labels-idx1-ubyte.gz" in report.used.problems()[0]
