@@ -51,8 +51,10 @@ def add_parsers(commands):
 
     check = actions.add_parser(
         "verify", formatter_class=HelpFormatter, help="check the files the loaders would use",
-        description="Check every file of the data sets the loaders would use; exit status 2, "
-                    "with a line naming each bad or missing file, if any is.")
+        description="Check every file of the data sets the loaders would use (with no NAME, "
+                    "every data set). Exit status 0 only when each is found and every file "
+                    "verifies; else 2, with one line naming each data set not found (and where "
+                    "it was looked for) and each file that fails its check.")
     check.add_argument("names", **names)
     check.add_argument("--data-dir", default=None, help="a folder searched first, as --data-dir "
                                                         "of the other commands")

@@ -493,3 +493,18 @@ def test_a_verified_file_is_remembered_by_size_and_modification_time(monkeypatch
     report = state.dataset_state("mnist", synthetic_mnist)
     assert len(hashed) == 5 and not report.used.verified
     assert "t10k-labels-idx1-ubyte.gz" in report.used.problems()[0]
+
+
+# ---------------------------------------------------------------------------- data verify
+def test_data_verify_exits_2_naming_every_missing_data_set(synthetic_mnist, tmp_path, capsys):
+    assert main(["data", "verify"]) == 2  # no data at all
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1
+    for name in sources.FETCHABLE:
+        assert f"{name}: not found in " in err[0]
+    shutil.copytree(synthetic_mnist, tmp_path / "xdg-cache" / "gluon_bbb" / "data" / "mnist")
+    assert main(["data", "verify", "mnist"]) == 0
+    assert main(["data", "verify"]) == 2
+    err = capsys.readouterr().err
+    assert "mnist: not found" not in err.replace("fashion-mnist: not found", "")
+    assert "fashion-mnist: not found" in err and "mushroom: not found" in err
