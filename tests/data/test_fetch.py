@@ -508,3 +508,29 @@ def test_data_verify_exits_2_naming_every_missing_data_set(synthetic_mnist, tmp_
     err = capsys.readouterr().err
     assert "mnist: not found" not in err.replace("fashion-mnist: not found", "")
     assert "fashion-mnist: not found" in err and "mushroom: not found" in err
+
+
+# ---------------------------------------------------------------------------- file modes
+@pytest.mark.parametrize("umask, file_mode, folder_mode", [(0o022, 0o644, 0o755),
+                                                           (0o077, 0o600, 0o700)])
+def test_downloads_are_readable_by_others_as_the_umask_allows(monkeypatch, server, served,
+                                                              tmp_path, umask, file_mode,
+                                                              folder_mode):
+    """A teacher's folder shared with a class: files 0644 and folders 0755 under umask 022."""
+    (served / "mushroom").mkdir()
+    uci_zip(served / "mushroom" / "mushroom.zip", MUSHROOM_LINES)  # stored decompressed
+    expected = DataFile("mushroom", mushroom.FILE_NAME, hashlib.sha256(
+        ("\n".join(MUSHROOM_LINES) + "\n").encode()).hexdigest(), 94, text=True, keep_gzip=False)
+    use_sources(monkeypatch, server, "files")
+    monkeypatch.setitem(sources.PUBLIC_SOURCES, "mushroom",
+                        (server.url("files", "mushroom/mushroom.zip"),))
+    previous = os.umask(umask)
+    try:
+        kept = fetch.fetch_file(tmp_path / "class" / "mnist", tiny_file(), progress=False)
+        unpacked = fetch.fetch_file(tmp_path / "class" / "mushroom", expected, progress=False)
+    finally:
+        os.umask(previous)
+    for path in (kept, unpacked):
+        assert path.stat().st_mode & 0o777 == file_mode, path
+    for folder in (tmp_path / "class", kept.parent, unpacked.parent):
+        assert folder.stat().st_mode & 0o777 == folder_mode, folder
