@@ -68,6 +68,12 @@ def find_verified(folder, data_file: DataFile) -> Optional[Path]:
     return None
 
 
+def _parts(folder, data_file):
+    """The temporary files of downloads of ``data_file`` into ``folder``: those of a process
+    that was killed, unless the lock is held by one writing it now."""
+    return sorted(Path(folder).glob(f".{data_file.name}.*.part"))
+
+
 @contextmanager
 def _locked(folder):
     """Hold an exclusive lock on ``folder/.fetch.lock`` (waiting for another holder)."""
@@ -258,10 +264,12 @@ def fetch_file(folder, data_file: DataFile, progress: bool = True,
     """
     folder = Path(folder).expanduser()
     found = find_verified(folder, data_file)
-    if found is not None:
+    if found is not None and not _parts(folder, data_file):
         return found
     folder.mkdir(parents=True, exist_ok=True)
     with _locked(folder):
+        for part in _parts(folder, data_file):  # the lock's holder writes the only live one
+            part.unlink()
         found = find_verified(folder, data_file)  # another process may have fetched it
         return found if found is not None else _fetch_missing(folder, data_file, progress,
                                                               timeout)

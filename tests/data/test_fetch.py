@@ -534,3 +534,20 @@ def test_downloads_are_readable_by_others_as_the_umask_allows(monkeypatch, serve
         assert path.stat().st_mode & 0o777 == file_mode, path
     for folder in (tmp_path / "class", kept.parent, unpacked.parent):
         assert folder.stat().st_mode & 0o777 == folder_mode, folder
+
+
+# ---------------------------------------------------------------------------- stale parts
+def test_a_part_left_by_a_killed_process_is_removed_when_its_file_is_fetched(monkeypatch, server,
+                                                                             tmp_path):
+    folder = tmp_path / "mnist"
+    folder.mkdir()
+    stale = folder / ".tiny-ubyte.k1ll3d.part"  # as mkstemp names it, then SIGKILL
+    stale.write_bytes(TINY_CONTENT[:100])
+    other = folder / ".other-ubyte.k1ll3d.part"  # another file's: left for its own fetch
+    other.write_bytes(b"x")
+    use_sources(monkeypatch, server, "files")
+    fetch.fetch_file(folder, tiny_file(), progress=False)
+    assert leftovers(folder) == [other.name, "tiny-ubyte.gz"]
+    stale.write_bytes(b"killed again")  # the file is there already: the part goes all the same
+    fetch.fetch_file(folder, tiny_file(), progress=False)
+    assert leftovers(folder) == [other.name, "tiny-ubyte.gz"]
