@@ -35,7 +35,11 @@ def add_parsers(commands):
                           "else ~/.cache/gluon_bbb/data; without --to, a data set found "
                           "verified where the loaders look is left there)")
     get.add_argument("--timeout", type=number(float, 0, False), default=fetch.DEFAULT_TIMEOUT_S,
-                     metavar="SECONDS", help="how long each request may wait for the server")
+                     metavar="SECONDS", help="how long each request may wait for the server (a "
+                                             "host that does not answer is not asked again)")
+    get.add_argument("--deadline", type=number(float, 0, False),
+                     default=fetch.DEFAULT_DEADLINE_S, metavar="SECONDS",
+                     help="how long a file's download from one source may take in all")
     get.add_argument("--no-progress", action="store_true", help="no progress bar")
     get.set_defaults(func=data_command)
 
@@ -78,7 +82,7 @@ def _fetch(args):
                 continue
         try:
             folder = fetch.fetch(name, root=args.to, progress=not args.no_progress,
-                                 timeout=args.timeout)
+                                 timeout=args.timeout, deadline=args.deadline)
         except fetch.FetchError:
             raise
         except OSError as error:  # a folder that cannot be created or written

@@ -22,7 +22,9 @@ import os
 import socket
 import sys
 import tempfile
+import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,13 +37,17 @@ from .checks import problem_of
 from .digests import CHUNK_BYTES, ChecksumError, check_content, compression_of, write_content
 from .sources import MIRROR_ENV_VAR, DataFile, files_of, source_urls
 
-__all__ = ["DEFAULT_TIMEOUT_S", "LOCK_NAME", "REJECTED_SUFFIX", "FetchError", "find_verified",
+__all__ = ["DEFAULT_TIMEOUT_S", "DEFAULT_DEADLINE_S", "LOCK_NAME", "REJECTED_SUFFIX", "FetchError", "find_verified",
            "set_aside", "fetch", "fetch_file"]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 30.0
 """Seconds a request may wait for the server (to connect, or for each chunk of data)."""
+
+DEFAULT_DEADLINE_S = 900.0
+"""Seconds a file's download from one source may take in all (a server that sends a byte at a
+time never lets a read wait long enough to time out)."""
 
 LOCK_NAME = ".fetch.lock"
 """The lock file in each target folder."""
@@ -53,6 +59,19 @@ REJECTED_SUFFIX = ".rejected"
 
 class FetchError(DataNotFoundError):
     """No source served a file with the right content (the message names each and why)."""
+
+
+class _Unreachable(Exception):
+    """The host did not answer the request (no connection, or no response within the timeout):
+    its other files are not asked for in this process."""
+
+
+class _TooSlow(Exception):
+    """The download went past its deadline."""
+
+
+#: Host -> why it did not answer, for this process (see :class:`_Unreachable`).
+_failed_hosts = {}
 
 
 def _say(line):
@@ -85,11 +104,30 @@ def _locked(folder):
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
-def _download(url, destination, data_file, progress, timeout):
-    """Write the body at ``url`` into the open file ``destination``; raise on any failure."""
+def _open(request, timeout):
+    """``urlopen``, a failure before any answer raised as :class:`_Unreachable`."""
+    try:
+        return urllib.request.urlopen(request, timeout=timeout)
+    except urllib.error.HTTPError:
+        raise
+    except urllib.error.URLError as error:
+        reason = error.reason if isinstance(error.reason, BaseException) else error
+        if isinstance(reason, (TimeoutError, socket.timeout)):
+            raise _Unreachable(f"no answer within {timeout:g} s") from None
+        raise _Unreachable(str(getattr(reason, "strerror", None) or reason)) from None
+    except (TimeoutError, socket.timeout):
+        raise _Unreachable(f"no answer within {timeout:g} s") from None
+    except (ConnectionError, http.client.RemoteDisconnected) as error:
+        raise _Unreachable(str(error) or type(error).__name__) from None
+
+
+def _download(url, destination, data_file, progress, timeout, deadline):
+    """Write the body at ``url`` into the open file ``destination`` within ``deadline``
+    seconds; raise on any failure."""
+    end = time.monotonic() + deadline
     request = urllib.request.Request(url, headers={"User-Agent": f"gluon_bbb/{__version__}"})
     limit = 4 * data_file.size + (1 << 20)  # a gzip file or an archive, with room to spare
-    with urllib.request.urlopen(request, timeout=timeout) as response:
+    with _open(request, min(timeout, deadline)) as response:
         length = response.headers.get("Content-Length")
         expected = int(length) if length and length.isdigit() else None
         if expected is not None and expected > limit:
@@ -101,7 +139,7 @@ def _download(url, destination, data_file, progress, timeout):
         with bar:
             while True:
                 try:
-                    chunk = response.read(CHUNK_BYTES)
+                    chunk = response.read1(CHUNK_BYTES)  # what has come: the deadline is seen
                 except http.client.IncompleteRead as error:
                     written += len(error.partial)
                     chunk = b""
@@ -112,14 +150,24 @@ def _download(url, destination, data_file, progress, timeout):
                     raise ChecksumError(f"more than {limit} bytes, far more than expected")
                 destination.write(chunk)
                 bar.update(len(chunk))
+                if time.monotonic() > end:
+                    raise _TooSlow(f"not done after {deadline:g} s ({written} bytes of "
+                                   f"{expected if expected is not None else '?'})")
     if expected is not None and written != expected:
         raise ConnectionError(f"the connection closed after {written} of {expected} bytes")
+
+
+def _host(url):
+    """The host (and port) of ``url``; ``file`` for a local one."""
+    return urllib.parse.urlsplit(url).netloc or urllib.parse.urlsplit(url).scheme or url
 
 
 def _reason(error, timeout, temporary):
     """Why a source failed, in a few words."""
     if isinstance(error, urllib.error.HTTPError):
         return f"HTTP {error.code} {error.reason}"
+    if isinstance(error, (_Unreachable, _TooSlow)):
+        return str(error)
     if isinstance(error, urllib.error.URLError):
         error = error.reason if isinstance(error.reason, BaseException) else error
         if not isinstance(error, (TimeoutError, socket.timeout)):
@@ -205,20 +253,31 @@ def _problem(path, data_file):
     return "it holds the right content, but was found only now"
 
 
-def _fetch_missing(folder, data_file, progress, timeout):
+def _fetch_missing(folder, data_file, progress, timeout, deadline):
     """Download ``data_file`` into ``folder`` from its first good source (lock held)."""
     failures = []
     for url in source_urls(data_file):
+        host = _host(url)
+        if host in _failed_hosts:
+            failures.append(f"{url}: not asked, {host} did not answer before "
+                            f"({_failed_hosts[host]})")
+            continue
+        if progress:
+            _say(f"connecting to {host} for {data_file.dataset}/{data_file.name}")
         handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{data_file.name}.",
                                              suffix=".part")
         try:
             with os.fdopen(handle, "wb") as destination:
-                _download(url, destination, data_file, progress, timeout)
+                _download(url, destination, data_file, progress, timeout, deadline)
             check_content(temporary, data_file)
             final = _store(temporary, folder, data_file)
             logger.info("downloaded %s/%s from %s", data_file.dataset, data_file.name, url)
+            if progress:  # the bar is gone: this line stays
+                _say(f"downloaded {data_file.dataset}/{data_file.name} from {url} into {folder}")
             return final
         except Exception as error:  # noqa: BLE001 -- every failure is a reason to try the next
+            if isinstance(error, _Unreachable):
+                _failed_hosts[host] = str(error)
             failures.append(f"{url}: {_reason(error, timeout, temporary)}")
         finally:
             if os.path.exists(temporary):
@@ -237,7 +296,7 @@ def _all_failed_message(folder, data_file, failures):
 
 
 def fetch_file(folder, data_file: DataFile, progress: bool = True,
-               timeout: float = DEFAULT_TIMEOUT_S) -> Path:
+               timeout: float = DEFAULT_TIMEOUT_S, deadline: float = DEFAULT_DEADLINE_S) -> Path:
     """``data_file`` in ``folder`` (created if need be), downloaded unless already there.
 
     Parameters
@@ -246,9 +305,13 @@ def fetch_file(folder, data_file: DataFile, progress: bool = True,
         The data set's folder, e.g. ``~/.cache/gluon_bbb/data/mnist``.
     data_file : DataFile
     progress : bool
-        Show a progress bar while downloading.
+        Show "connecting to HOST", a progress bar while downloading, and then a line that
+        stays, naming the file, its source and ``folder``.
     timeout : float
-        Seconds each request may wait for the server.
+        Seconds each request may wait for the server (to answer, or for each read). A host
+        that does not answer is not asked again in this process.
+    deadline : float
+        Seconds a download from one source may take in all.
 
     Returns
     -------
@@ -272,11 +335,11 @@ def fetch_file(folder, data_file: DataFile, progress: bool = True,
             part.unlink()
         found = find_verified(folder, data_file)  # another process may have fetched it
         return found if found is not None else _fetch_missing(folder, data_file, progress,
-                                                              timeout)
+                                                              timeout, deadline)
 
 
 def fetch(name: str, root=None, progress: bool = True,
-          timeout: float = DEFAULT_TIMEOUT_S) -> Path:
+          timeout: float = DEFAULT_TIMEOUT_S, deadline: float = DEFAULT_DEADLINE_S) -> Path:
     """Every file of data set ``name`` in ``root/<name>``, downloading those not already there.
 
     Parameters
@@ -286,7 +349,7 @@ def fetch(name: str, root=None, progress: bool = True,
         The folder holding a folder per data set; default
         :func:`~gluon_bbb.data.datafolders.download_root` (``$GLUON_BBB_DATA``, else
         ``~/.cache/gluon_bbb/data``).
-    progress, timeout
+    progress, timeout, deadline
         As for :func:`fetch_file`.
 
     Returns
@@ -304,5 +367,5 @@ def fetch(name: str, root=None, progress: bool = True,
     files = files_of(name)
     folder = Path(download_root() if root is None else root).expanduser() / name
     for data_file in files:
-        fetch_file(folder, data_file, progress=progress, timeout=timeout)
+        fetch_file(folder, data_file, progress=progress, timeout=timeout, deadline=deadline)
     return folder

@@ -61,6 +61,7 @@ def offline(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
     monkeypatch.setenv("MXNET_HOME", str(tmp_path / "mxnet-home"))
     monkeypatch.setattr(datafolders, "DEBIAN_DATA_ROOT", tmp_path / "debian")
+    monkeypatch.setattr(fetch, "_failed_hosts", {})
     monkeypatch.chdir(tmp_path)
 
 
@@ -365,8 +366,9 @@ def test_data_fetch_fails_in_one_line_with_exit_status_2(capsys, monkeypatch, se
     use_sources(monkeypatch, server, "missing", dataset="mushroom")
     assert main(["data", "fetch", "mushroom", "--to", str(tmp_path), "--timeout", "1"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("gluon-bbb: error: could not download "
-                                                   "mushroom/agaricus-lepiota.data")
+    assert err.count("gluon-bbb: error:") == 1 and err.splitlines()[-1].startswith(
+        "gluon-bbb: error: could not download mushroom/agaricus-lepiota.data")
+    assert err.splitlines()[0].startswith("connecting to 127.0.0.1:")
     assert server.url("missing", "mushroom/agaricus-lepiota.data") + ": HTTP 404" in err
 
 
@@ -551,3 +553,39 @@ def test_a_part_left_by_a_killed_process_is_removed_when_its_file_is_fetched(mon
     stale.write_bytes(b"killed again")  # the file is there already: the part goes all the same
     fetch.fetch_file(folder, tiny_file(), progress=False)
     assert leftovers(folder) == [other.name, "tiny-ubyte.gz"]
+
+
+# ---------------------------------------------------------------------------- time limits
+def test_a_trickling_server_is_given_up_at_the_files_deadline(monkeypatch, server, tmp_path):
+    use_sources(monkeypatch, server, "trickle", "files")
+    start = time.perf_counter()
+    found = fetch.fetch_file(tmp_path / "mnist", tiny_file(), progress=False, timeout=5,
+                             deadline=0.5)
+    assert time.perf_counter() - start < 4  # each read came within the timeout
+    assert gzip.decompress(found.read_bytes()) == TINY_CONTENT
+    use_sources(monkeypatch, server, "trickle")
+    with pytest.raises(fetch.FetchError, match=r"trickle/mnist/tiny-ubyte.gz: not done after "
+                                               r"0.5 s"):
+        fetch.fetch_file(tmp_path / "other", tiny_file(), progress=False, timeout=5,
+                         deadline=0.5)
+
+
+def test_a_host_that_does_not_answer_is_tried_once_and_named_before_the_bar(
+        monkeypatch, server, served, tmp_path, capsys):
+    second = tiny_file(name="tiny2-ubyte")
+    (served / "mnist" / "tiny2-ubyte.gz").write_bytes(gzip.compress(TINY_CONTENT))
+    with LocalServer(served) as silent:
+        monkeypatch.setitem(sources.PUBLIC_SOURCES, "mnist", (
+            silent.url("held", "mnist/{file}"), server.url("files", "mnist/{file}")))
+        start = time.perf_counter()
+        for data_file in (tiny_file(), second):
+            fetch.fetch_file(tmp_path / "mnist", data_file, progress=True, timeout=0.5)
+        assert time.perf_counter() - start < 5
+        assert sum(silent.counts.values()) == 1  # skipped for the second file
+    err = capsys.readouterr().err
+    host = silent.base.split("//")[1]
+    assert err.index(f"connecting to {host}") < err.index(f"connecting to "
+                                                          f"{server.base.split('//')[1]}")
+    for name in ("tiny-ubyte", "tiny2-ubyte"):  # a line that stays: file, source, folder
+        assert (f"downloaded mnist/{name} from {server.url('files', f'mnist/{name}.gz')} "
+                f"into {tmp_path / 'mnist'}") in err
