@@ -28,15 +28,15 @@ def add_parsers(commands):
     get = actions.add_parser(
         "fetch", formatter_class=HelpFormatter, help="download what is missing, verified",
         description="Download every file of the data sets that is not already found verified, "
-                    "from the first source that serves it with the right content.")
+                    "from the first source that serves it with the right content. A host that "
+                    "does not answer within --timeout is not asked for its other files.")
     get.add_argument("names", **names)
     get.add_argument("--to", default=None, metavar="DIR",
                      help=f"download into DIR/<name> (default: ${datafolders.DATA_ENV_VAR}, "
                           "else ~/.cache/gluon_bbb/data; without --to, a data set found "
                           "verified where the loaders look is left there)")
     get.add_argument("--timeout", type=number(float, 0, False), default=fetch.DEFAULT_TIMEOUT_S,
-                     metavar="SECONDS", help="how long each request may wait for the server (a "
-                                             "host that does not answer is not asked again)")
+                     metavar="SECONDS", help="how long each request may wait for the server")
     get.add_argument("--deadline", type=number(float, 0, False),
                      default=fetch.DEFAULT_DEADLINE_S, metavar="SECONDS",
                      help="how long a file's download from one source may take in all")
