@@ -41,7 +41,9 @@ def add_parsers(commands):
                      default=fetch.DEFAULT_DEADLINE_S, metavar="SECONDS",
                      help="how long a file's download from one source may take in all")
     get.add_argument("--no-progress", action="store_true", help="no progress bar")
-    get.set_defaults(func=data_command)
+    get.set_defaults(func=data_command, interrupted=(
+        "interrupted: the files already verified are kept, the one being downloaded is "
+        "dropped; run the same command again for the rest"))
 
     show = actions.add_parser(
         "list", formatter_class=HelpFormatter, help="where each data set is, verified or not",

@@ -589,3 +589,14 @@ def test_a_host_that_does_not_answer_is_tried_once_and_named_before_the_bar(
     for name in ("tiny-ubyte", "tiny2-ubyte"):  # a line that stays: file, source, folder
         assert (f"downloaded mnist/{name} from {server.url('files', f'mnist/{name}.gz')} "
                 f"into {tmp_path / 'mnist'}") in err
+
+
+def test_ctrl_c_during_data_fetch_says_what_is_kept(monkeypatch, capsys):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fetch, "fetch", interrupted)
+    assert main(["data", "fetch", "mnist", "--no-progress"]) == 130
+    err = capsys.readouterr().err
+    assert "checkpoint" not in err
+    assert "interrupted: the files already verified are kept" in err
