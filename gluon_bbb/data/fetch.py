@@ -15,7 +15,6 @@ Typical use::
 
     folder = fetch("mnist")        # ~/.cache/gluon_bbb/data/mnist, or $GLUON_BBB_DATA/mnist
 """
-import fcntl
 import http.client
 import logging
 import os
@@ -26,10 +25,10 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
+from .._locks import waiting_lock
 from ..epochs import progress_bar_class
 from ..version import __version__
 from .datafolders import DATA_ENV_VAR, DataNotFoundError, copy_paths, download_root
@@ -91,17 +90,6 @@ def _parts(folder, data_file):
     """The temporary files of downloads of ``data_file`` into ``folder``: those of a process
     that was killed, unless the lock is held by one writing it now."""
     return sorted(Path(folder).glob(f".{data_file.name}.*.part"))
-
-
-@contextmanager
-def _locked(folder):
-    """Hold an exclusive lock on ``folder/.fetch.lock`` (waiting for another holder)."""
-    with open(folder / LOCK_NAME, "a+b") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 def _open(request, timeout):
@@ -330,7 +318,7 @@ def fetch_file(folder, data_file: DataFile, progress: bool = True,
     if found is not None and not _parts(folder, data_file):
         return found
     folder.mkdir(parents=True, exist_ok=True)
-    with _locked(folder):
+    with waiting_lock(folder / LOCK_NAME):
         for part in _parts(folder, data_file):  # the lock's holder writes the only live one
             part.unlink()
         found = find_verified(folder, data_file)  # another process may have fetched it

@@ -600,3 +600,25 @@ def test_ctrl_c_during_data_fetch_says_what_is_kept(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "checkpoint" not in err
     assert "interrupted: the files already verified are kept" in err
+
+
+# ---------------------------------------------------------------------------- locks
+WITHOUT_FCNTL = """
+import sys
+sys.modules["fcntl"] = None  # as on Windows: importing it fails
+import gluon_bbb, gluon_bbb.cli, gluon_bbb.data.fetch, gluon_bbb.experiments.runlock
+print("imported")
+"""
+
+
+def test_gluon_bbb_imports_where_fcntl_does_not_exist():
+    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+    done = subprocess.run([sys.executable, "-c", WITHOUT_FCNTL], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "imported", done.stderr[-2000:]
+
+
+def test_the_fetcher_and_the_run_lock_share_one_lock():
+    from gluon_bbb import _locks
+    from gluon_bbb.experiments import runlock
+    assert fetch.waiting_lock is _locks.waiting_lock is runlock.waiting_lock
