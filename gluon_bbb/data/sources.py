@@ -94,10 +94,11 @@ FETCHABLE = tuple(DATA_FILES)
 _MXNET_RETIRED = "https://apache-mxnet.s3-accelerate.dualstack.amazonaws.com/gluon/dataset/"
 
 PUBLIC_SOURCES = {
-    # torchvision.datasets.MNIST.mirrors (the PyTorch team's S3 copy, then LeCun's page), with
-    # tensorflow_datasets' MNIST URL (_MNIST_URL, the CVDF mirror of LeCun's page) between them:
-    # LeCun's page has refused scripted downloads at times since 2023; then MXNet's
-    # (mxnet.gluon.data.vision.MNIST, retired with MXNet).
+    # The two of torchvision.datasets.MNIST.mirrors (which lists LeCun's page first, then the
+    # PyTorch team's S3 copy) in the other order, since LeCun's page has answered scripted
+    # downloads with HTTP 403 since 2024 (pytorch/vision#8717, cvdfoundation/mnist#4); between
+    # them tensorflow_datasets' MNIST URL (_MNIST_URL, the CVDF mirror of LeCun's page); then
+    # MXNet's (mxnet.gluon.data.vision.MNIST, retired with MXNet).
     "mnist": ("https://ossci-datasets.s3.amazonaws.com/mnist/{file}",
               "https://storage.googleapis.com/cvdf-datasets/mnist/{file}",
               "http://yann.lecun.com/exdb/mnist/{file}",
@@ -113,8 +114,11 @@ PUBLIC_SOURCES = {
         "{file}",
         _MXNET_RETIRED + "fashion-mnist/{file}"),
     # The UCI Machine Learning Repository: its current archive of data set 73 (the zip that the
-    # data set's page and the ucimlrepo package download; the file is one of its members), then
-    # the older path of the same file, which most references cite.
+    # data set's page offers; the file is one of its members), then the path of the same file
+    # before UCI's 2023 relaunch, which most references cite and which may answer 404 as such
+    # paths have for other data sets (interpretml/DiCE#373). No second host is known to serve
+    # the same rows in the same order (OpenML's data set 24 is an ARFF table with the class in
+    # the last column): docs/install.md says how to place the file by hand.
     "mushroom": ("https://archive.ics.uci.edu/static/public/73/mushroom.zip",
                  "https://archive.ics.uci.edu/ml/machine-learning-databases/mushroom/{file}"),
 }
