@@ -170,7 +170,8 @@ def not_found_message(name, searched, download_note):
         f"({files}; raw or .gz) in:\n{places}\n{download_note}\n"
         f"To fix: pass data_dir='/path/to/{name}' (or its parent folder), set "
         f"{DATA_ENV_VAR}=/path/holding/{name}/ (a folder containing mnist/ and "
-        f"fashion-mnist/), or place the files in one of the folders listed above.")
+        f"fashion-mnist/), place the files in one of the folders listed above, or set "
+        f"GLUON_BBB_MIRROR to a server laid out like such a folder.")
 
 
 def find_data_dir(name, data_dir=None):

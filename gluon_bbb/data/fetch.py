@@ -57,7 +57,18 @@ REJECTED_SUFFIX = ".rejected"
 
 
 class FetchError(DataNotFoundError):
-    """No source served a file with the right content (the message names each and why)."""
+    """No source served a file with the right content (the message names each and why).
+
+    Attributes
+    ----------
+    reasons : str
+        The message without its "To fix" part: each file not downloaded, each source tried
+        and why it failed.
+    """
+
+    def __init__(self, message, reasons=None):
+        super().__init__(message)
+        self.reasons = message if reasons is None else reasons
 
 
 class _Unreachable(Exception):
@@ -270,17 +281,27 @@ def _fetch_missing(folder, data_file, progress, timeout, deadline):
         finally:
             if os.path.exists(temporary):
                 os.unlink(temporary)
-    raise FetchError(_all_failed_message(folder, data_file, failures))
+    raise FetchError(_all_failed_message(folder, data_file, failures),
+                     _failed_reasons(data_file, failures))
+
+
+def _failed_reasons(data_file, failures):
+    tried = "; ".join(failures) if failures else "no source to try"
+    return f"could not download {data_file.dataset}/{data_file.name}, every source failed: {tried}"
+
+
+def _to_fix(folder, data_files):
+    """The one "To fix" part, naming every file not downloaded."""
+    published = ", ".join(data_file.name if data_file.text else data_file.name + "[.gz]"
+                          for data_file in data_files)
+    dataset = data_files[0].dataset
+    return (f"To fix: on a machine with network, download {published} from one of them and "
+            f"put it in {folder}/ (or set {DATA_ENV_VAR} to a folder holding {dataset}/, or "
+            f"{MIRROR_ENV_VAR} to a server laid out like one)")
 
 
 def _all_failed_message(folder, data_file, failures):
-    tried = "; ".join(failures) if failures else "no source to try"
-    published = data_file.name if data_file.text else data_file.name + "[.gz]"
-    return (f"could not download {data_file.dataset}/{data_file.name}, every source failed: "
-            f"{tried}. To fix: on a machine with network, download {published} from one of "
-            f"them and put it in {folder}/ (or set {DATA_ENV_VAR} to a folder holding "
-            f"{data_file.dataset}/{data_file.name}, or {MIRROR_ENV_VAR} to a server laid out "
-            "like one)")
+    return f"{_failed_reasons(data_file, failures)}. {_to_fix(folder, [data_file])}"
 
 
 def fetch_file(folder, data_file: DataFile, progress: bool = True,
@@ -354,6 +375,14 @@ def fetch(name: str, root=None, progress: bool = True,
     """
     files = files_of(name)
     folder = Path(download_root() if root is None else root).expanduser() / name
-    for data_file in files:
-        fetch_file(folder, data_file, progress=progress, timeout=timeout, deadline=deadline)
+    failed = []
+    for data_file in files:  # each file, so that the error names every one not downloaded
+        try:
+            fetch_file(folder, data_file, progress=progress, timeout=timeout, deadline=deadline)
+        except FetchError as error:
+            failed.append((data_file, error.reasons))
+    if failed:
+        reasons = "; ".join(reason for _, reason in failed)
+        raise FetchError(f"{reasons}. {_to_fix(folder, [data_file for data_file, _ in failed])}",
+                         reasons)
     return folder

@@ -153,7 +153,8 @@ def _found_or_fetched(name, data_dir, download, progress=True):
         folder = fetch.fetch(name, progress=progress)
     except (fetch.FetchError, OSError) as err:  # every source failed, or the folder is read-only
         raise DataNotFoundError(datafolders.not_found_message(
-            name, report.searched, f"Downloading failed: {err}")) from err
+            name, report.searched, "Downloading failed: "
+            + getattr(err, "reasons", str(err)) + ".")) from err
     return state.folder_state(folder, files_of(name))
 
 

@@ -622,3 +622,15 @@ def test_the_fetcher_and_the_run_lock_share_one_lock():
     from gluon_bbb import _locks
     from gluon_bbb.experiments import runlock
     assert fetch.waiting_lock is _locks.waiting_lock is runlock.waiting_lock
+
+
+def test_the_loaders_error_names_every_file_not_downloaded_with_one_way_to_fix(monkeypatch,
+                                                                               server):
+    use_sources(monkeypatch, server, "missing")
+    with pytest.raises(datafolders.DataNotFoundError) as info:
+        load_raw("mnist", "test")
+    message = str(info.value)
+    assert message.count("To fix") == 1, message
+    for data_file in sources.files_of("mnist"):
+        assert f"could not download mnist/{data_file.name}" in message
+    assert "GLUON_BBB_MIRROR" in message
