@@ -144,6 +144,9 @@ def _download(url, destination, data_file, progress, timeout, deadline):
                     chunk = b""
                 if not chunk:
                     break
+                if not written and _looks_like_html(chunk):
+                    raise ChecksumError("an HTML page, not the file (an error, login or "
+                                        "captive-portal page served with status 200?)")
                 written += len(chunk)
                 if written > limit:
                     raise ChecksumError(f"more than {limit} bytes, far more than expected")
@@ -154,6 +157,11 @@ def _download(url, destination, data_file, progress, timeout, deadline):
                                    f"{expected if expected is not None else '?'})")
     if expected is not None and written != expected:
         raise ConnectionError(f"the connection closed after {written} of {expected} bytes")
+
+
+def _looks_like_html(head):
+    """Whether the first bytes of a download are those of an HTML page."""
+    return head.lstrip()[:14].lower().startswith((b"<!doctype html", b"<html"))
 
 
 def _host(url):

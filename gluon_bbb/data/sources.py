@@ -15,6 +15,7 @@ line endings or a final newline agree (:mod:`gluon_bbb.data.digests`).
 """
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import List, Optional, Tuple
 
 __all__ = ["DataFile", "DATA_FILES", "FETCHABLE", "MIRROR_ENV_VAR", "PUBLIC_SOURCES",
@@ -157,9 +158,12 @@ def public_urls(data_file: DataFile) -> List[str]:
 
 
 def mirror_urls(data_file: DataFile, mirror: Optional[str]) -> List[str]:
-    """URLs of ``data_file`` under the base URL ``mirror`` (none when it is empty or None)."""
+    """URLs of ``data_file`` under the base URL ``mirror`` (none when it is empty or None); a
+    ``mirror`` without a scheme is a folder, read through ``file://`` URLs."""
     if not mirror:
         return []
+    if "://" not in mirror:  # a folder: read as a file:// URL
+        mirror = Path(mirror).expanduser().resolve().as_uri()
     base = mirror.rstrip("/")
     return [f"{base}/{data_file.dataset}/" + pattern.format(name=data_file.name)
             for pattern in _MIRROR_NAMES[data_file.dataset]]

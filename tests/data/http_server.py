@@ -10,6 +10,7 @@ fail the ways servers fail. Each route is a prefix of the path:
   stops;
 - ``/trickle/<path>``: announces the length, then sends a byte every 50 ms until the server
   stops (no read ever waits long, the whole never arrives);
+- ``/html/<path>``: an HTML page with status 200 (a captive portal, a login or error page);
 - ``/held/<path>``: the file, once :attr:`LocalServer.release` is set (until then, a server
   that accepted the connection and does not answer).
 
@@ -50,6 +51,8 @@ class LocalServer:
                 content = path.read_bytes()
                 if route == "wrong":
                     content = _other_content(content)
+                if route == "html":
+                    content = b"<!DOCTYPE html>\n<html><body>Please sign in</body></html>\n"
                 if route == "held":
                     server.release.wait(60)
                 self.send_response(200)

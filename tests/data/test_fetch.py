@@ -634,3 +634,19 @@ def test_the_loaders_error_names_every_file_not_downloaded_with_one_way_to_fix(m
     for data_file in sources.files_of("mnist"):
         assert f"could not download mnist/{data_file.name}" in message
     assert "GLUON_BBB_MIRROR" in message
+
+
+# ---------------------------------------------------------------------------- edges
+def test_an_html_page_served_with_status_200_is_called_so(monkeypatch, server, tmp_path):
+    use_sources(monkeypatch, server, "html")
+    with pytest.raises(fetch.FetchError, match=r"html/mnist/tiny-ubyte.gz: an HTML page, not "
+                                               r"the file"):
+        fetch.fetch_file(tmp_path / "mnist", tiny_file(), progress=False)
+
+
+def test_a_plain_folder_as_the_mirror_is_read_as_one(monkeypatch, served, tmp_path):
+    monkeypatch.setenv(sources.MIRROR_ENV_VAR, str(served))
+    found = fetch.fetch_file(tmp_path / "mnist", tiny_file(), progress=False)
+    assert gzip.decompress(found.read_bytes()) == TINY_CONTENT
+    assert sources.mirror_urls(tiny_file(), str(served))[0] == (
+        served.resolve().as_uri() + "/mnist/tiny-ubyte.gz")
