@@ -5,7 +5,8 @@ checks remembered, against the same load with no check at all (the loaders befor
 files), in pairs (which goes first alternating) so that a loaded machine slows both alike. Prints the medians and the
 median of the pairs' ratios. Run it with an empty cache folder::
 
-    GLUON_BBB_DATA=../shared/data HOME=$(mktemp -d) python benchmarks/data_warm_load.py [--pairs 9]
+    GLUON_BBB_DATA=../shared/data HOME=$(mktemp -d) \
+        python benchmarks/data_warm_load.py [--pairs 9]
 """
 import argparse
 import statistics

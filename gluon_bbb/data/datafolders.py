@@ -8,9 +8,9 @@ import mxnet as mx
 from .._cache import user_cache_dir
 
 __all__ = ["DATASETS", "SPLITS", "DATA_ENV_VAR", "DEBIAN_DATA_ROOT", "DataNotFoundError",
-           "idx_filenames", "copy_paths", "idx_file", "check_name", "check_split", "mxnet_home", "download_root",
-           "download_cache", "explicit_dirs", "search_folders", "search_data_dir", "not_found_message",
-           "find_data_dir"]
+           "idx_filenames", "copy_paths", "idx_file", "check_name", "check_split", "mxnet_home",
+           "download_root", "download_cache", "explicit_dirs", "search_folders", "search_data_dir",
+           "not_found_message", "find_data_dir"]
 
 DATASETS = ("mnist", "fashion-mnist")
 """Names of the supported data sets."""

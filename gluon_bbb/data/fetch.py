@@ -6,10 +6,16 @@ target folder with the right content, the sources (:func:`gluon_bbb.data.sources
 ``$GLUON_BBB_MIRROR`` first, then the public ones) are tried in order. A download goes to a
 temporary name in the target folder, is checked by the SHA-256 of its decompressed content
 (:mod:`gluon_bbb.data.digests`) and only then renamed to its final name, so an interrupted or
-wrong download never leaves a file that a later run would trust. A lock on ``.fetch.lock`` in
-the target folder makes a second process wait; it then finds the verified file and downloads
-nothing. Every request has a timeout. When every source fails, :class:`FetchError` says in one
-line which sources were tried, why each failed, and where to put the files by hand.
+wrong download never leaves a file that a later run would trust; it gets the mode of any new
+file under the umask. A copy already there that fails its check is never overwritten: it is
+renamed aside (:func:`set_aside`) in a line naming where it went. A lock on ``.fetch.lock`` in
+the target folder (:mod:`gluon_bbb._locks`) makes a second process wait; it then finds the
+verified file and downloads nothing; the lock's holder removes the temporary files of a killed
+download. Every request has a timeout, every download a deadline, and a host that does not
+answer is not asked again in the process. With ``progress``, "connecting to HOST" comes before
+the bar and a line naming the file, its source and its folder stays after it. When every source
+fails, :class:`FetchError` says in one line which sources were tried, why each failed, and where
+to put the files by hand.
 
 Typical use::
 
@@ -36,8 +42,8 @@ from .checks import problem_of
 from .digests import CHUNK_BYTES, ChecksumError, check_content, compression_of, write_content
 from .sources import MIRROR_ENV_VAR, DataFile, files_of, source_urls
 
-__all__ = ["DEFAULT_TIMEOUT_S", "DEFAULT_DEADLINE_S", "LOCK_NAME", "REJECTED_SUFFIX", "FetchError", "find_verified",
-           "set_aside", "fetch", "fetch_file"]
+__all__ = ["DEFAULT_TIMEOUT_S", "DEFAULT_DEADLINE_S", "LOCK_NAME", "REJECTED_SUFFIX", "FetchError",
+           "find_verified", "set_aside", "fetch", "fetch_file"]
 
 logger = logging.getLogger(__name__)
 
