@@ -173,6 +173,9 @@ def pytest_addoption(parser):
     parser.addoption("--full", action="store_true",
                      help="run every tier, as CI does; without it, and without -m or named tests, "
                           f"pytest leaves out the tiers {', '.join(FULL_ONLY_TIERS)}")
+    parser.addoption("--network", action="store_true",
+                     help="also run the tests marked network, which request every public data "
+                          "source over the internet (not even --full runs them)")
 
 
 def _runs_the_quick_tier(config):
@@ -207,7 +210,10 @@ def _check_representatives(items):
 
 
 def pytest_collection_modifyitems(config, items):
+    offline = pytest.mark.skip(reason="requests the internet: pytest --network runs it")
     for item in items:
+        if item.get_closest_marker("network") and not config.getoption("--network"):
+            item.add_marker(offline)
         for tier in MODULE_TIERS.get(item.path.name, ()):
             item.add_marker(tier)
         if item.originalname in SLOW_TESTS:

@@ -84,7 +84,8 @@ def main(argv=None):
     except NonFiniteLossError as error:
         return _fail(error, 1)
     except KeyboardInterrupt:
-        return _fail("interrupted (the last completed epoch's checkpoint is intact)", 130)
+        return _fail(getattr(args, "interrupted", None)
+                     or "interrupted (the last completed epoch's checkpoint is intact)", 130)
 
 
 def _fail(error, code):

@@ -1,14 +1,12 @@
 """``gluon-bbb data fetch|list|verify``: download the data sets ahead of time, see where they
 are, and check them (:mod:`gluon_bbb.data.fetch`, :mod:`gluon_bbb.data.sources`)."""
 import argparse
-import os
 import sys
-from pathlib import Path
 
-from ..data import datafolders, digests, fetch, mushroom, sources
+from ..data import datafolders, fetch, sources, state
 from .common import HelpFormatter, number
 
-__all__ = ["add_parsers", "data_command", "searched_folders"]
+__all__ = ["add_parsers", "data_command"]
 
 
 def add_parsers(commands):
@@ -30,7 +28,8 @@ def add_parsers(commands):
     get = actions.add_parser(
         "fetch", formatter_class=HelpFormatter, help="download what is missing, verified",
         description="Download every file of the data sets that is not already found verified, "
-                    "from the first source that serves it with the right content.")
+                    "from the first source that serves it with the right content. A host that "
+                    "does not answer within --timeout is not asked for its other files.")
     get.add_argument("names", **names)
     get.add_argument("--to", default=None, metavar="DIR",
                      help=f"download into DIR/<name> (default: ${datafolders.DATA_ENV_VAR}, "
@@ -38,8 +37,13 @@ def add_parsers(commands):
                           "verified where the loaders look is left there)")
     get.add_argument("--timeout", type=number(float, 0, False), default=fetch.DEFAULT_TIMEOUT_S,
                      metavar="SECONDS", help="how long each request may wait for the server")
+    get.add_argument("--deadline", type=number(float, 0, False),
+                     default=fetch.DEFAULT_DEADLINE_S, metavar="SECONDS",
+                     help="how long a file's download from one source may take in all")
     get.add_argument("--no-progress", action="store_true", help="no progress bar")
-    get.set_defaults(func=data_command)
+    get.set_defaults(func=data_command, interrupted=(
+        "interrupted: the files already verified are kept, the one being downloaded is "
+        "dropped; run the same command again for the rest"))
 
     show = actions.add_parser(
         "list", formatter_class=HelpFormatter, help="where each data set is, verified or not",
@@ -53,8 +57,10 @@ def add_parsers(commands):
 
     check = actions.add_parser(
         "verify", formatter_class=HelpFormatter, help="check the files the loaders would use",
-        description="Check every file of the data sets the loaders would use; exit status 2, "
-                    "with a line naming each bad or missing file, if any is.")
+        description="Check every file of the data sets the loaders would use (with no NAME, "
+                    "every data set). Exit status 0 only when each is found and every file "
+                    "verifies; else 2, with one line naming each data set not found (and where "
+                    "it was looked for) and each file that fails its check.")
     check.add_argument("names", **names)
     check.add_argument("--data-dir", default=None, help="a folder searched first, as --data-dir "
                                                         "of the other commands")
@@ -69,56 +75,16 @@ def _data_set(text):
     return text
 
 
-def searched_folders(name, data_dir=None):
-    """The folders where the loaders look for data set ``name``, in order."""
-    if name != "mushroom":
-        return datafolders.search_data_dir(name, data_dir)[1]
-    folders = []
-    if data_dir is not None:
-        folders += [Path(data_dir).expanduser() / "mushroom", Path(data_dir).expanduser()]
-    folders.append(Path(mushroom.default_mushroom_path()).parent)
-    if not os.environ.get(datafolders.DATA_ENV_VAR):
-        folders.append(datafolders.download_root() / "mushroom")
-    return folders
-
-
-def _present(folder, data_file):
-    """The copies of ``data_file`` in ``folder``: raw and gzipped."""
-    return [path for path in (folder / data_file.name, folder / (data_file.name + ".gz"))
-            if path.is_file()]
-
-
-def _check(path, data_file):
-    """None if ``path`` holds ``data_file``, else the one-line problem."""
-    try:
-        digests.check_content(path, data_file)
-    except (digests.ChecksumError, OSError) as error:
-        return str(error)
-    return None
-
-
-def _in_use(name, data_dir=None):
-    """The folder the loaders would read data set ``name`` from, or None."""
-    files = sources.files_of(name)
-    for folder in searched_folders(name, data_dir):
-        if all(_present(folder, data_file) for data_file in files):
-            return folder
-    return None
-
-
-def _all_verified(folder, name):
-    return all(fetch.find_verified(folder, data_file) for data_file in sources.files_of(name))
-
-
 def _fetch(args):
     for name in args.names or sources.FETCHABLE:
-        folder = None if args.to else _in_use(name)
-        if folder is not None and _all_verified(folder, name):
-            print(f"{name}: already in {folder} (every file verified)")
-            continue
+        if not args.to:
+            used = state.dataset_state(name).used
+            if used is not None and used.verified:
+                print(f"{name}: already in {used.folder} (every file verified)")
+                continue
         try:
             folder = fetch.fetch(name, root=args.to, progress=not args.no_progress,
-                                 timeout=args.timeout)
+                                 timeout=args.timeout, deadline=args.deadline)
         except fetch.FetchError:
             raise
         except OSError as error:  # a folder that cannot be created or written
@@ -131,18 +97,17 @@ def _fetch(args):
 
 def _list(args):
     for name in args.names or sources.FETCHABLE:
-        used = _in_use(name, args.data_dir)
-        shown = False
-        for folder in searched_folders(name, args.data_dir):
-            rows = [(path, _check(path, data_file)) for data_file in sources.files_of(name)
-                    for path in _present(folder, data_file)]
-            if not rows:
-                continue
-            shown = True
-            print(f"{name}: {folder}" + (" (used)" if folder == used else ""))
-            for path, problem in rows:
-                print(f"  {path.name}: " + ("verified" if problem is None else
-                                            "WRONG: " + problem.replace(f"{path}: ", "")))
+        report = state.dataset_state(name, args.data_dir, every_folder=True)
+        shown = [folder for folder in report.folders if folder.present]
+        for folder in shown:
+            print(f"{name}: {folder.folder}" + (" (used)" if folder == report.used else ""))
+            for file in folder.files:
+                if file.path is None:
+                    print(f"  {file.data_file.name}: missing")
+                else:
+                    print(f"  {file.path.name}: " + (
+                        "verified" if file.verified else
+                        "WRONG: " + file.problem.replace(f"{file.path}: ", "", 1)))
         if not shown:
             print(f"{name}: not found (gluon-bbb data fetch {name} downloads it)")
     return 0
@@ -151,20 +116,16 @@ def _list(args):
 def _verify(args):
     problems = []
     for name in args.names or sources.FETCHABLE:
-        folder = _in_use(name, args.data_dir)
-        if folder is None:
-            if args.names:
-                problems.append(f"{name}: not found in "
-                                + ", ".join(map(str, searched_folders(name, args.data_dir))))
-            continue
-        found = [_check(path, data_file) for data_file in sources.files_of(name)
-                 for path in _present(folder, data_file)[:1]]
-        bad = [problem for problem in found if problem is not None]
-        problems += bad
-        if not bad:
-            print(f"{name}: {folder}: {len(found)} file(s) verified")
-    for problem in problems:
-        print(f"gluon-bbb: error: {problem}", file=sys.stderr)
+        report = state.dataset_state(name, args.data_dir)
+        if report.used is None:
+            problems.append(f"{name}: not found in " + ", ".join(map(str, report.searched))
+                            + f" (gluon-bbb data fetch {name} downloads it)")
+        elif not report.used.verified:
+            problems += report.used.problems()
+        else:
+            print(f"{name}: {report.used.folder}: {len(report.used.files)} file(s) verified")
+    if problems:
+        print(f"gluon-bbb: error: {'; '.join(problems)}", file=sys.stderr)
     return 2 if problems else 0
 
 

@@ -19,6 +19,11 @@ in order (see :func:`find_data_dir`):
 5. without ``$GLUON_BBB_DATA``, the download cache ``$XDG_CACHE_HOME/gluon_bbb/data/<name>``
    (by default ``~/.cache/gluon_bbb/data/<name>``).
 
+A folder whose files all verify (SHA-256 of their content, :mod:`gluon_bbb.data.checks`,
+remembered by size and modification time) wins over one, earlier in the order, holding a copy
+that fails its check; one report, :func:`gluon_bbb.data.state.dataset_state`, says where each
+file is and whether it verifies, for the loaders and ``gluon-bbb data`` alike.
+
 If none holds all four files, :func:`load_dataset` (with ``download=True``, the default)
 downloads them with :func:`gluon_bbb.data.fetch.fetch` into ``$GLUON_BBB_DATA/<name>``, or the
 download cache without it: from ``$GLUON_BBB_MIRROR`` if set, then from several public mirrors,
@@ -34,7 +39,7 @@ Typical use::
 """
 from __future__ import annotations
 
-from . import datafolders, fetch
+from . import checks, datafolders, fetch, state
 from .datafolders import (DATA_ENV_VAR, DATASETS, SPLITS, DataNotFoundError, find_data_dir,
                           idx_filenames)
 from .fetch import FetchError

@@ -8,8 +8,9 @@ import mxnet as mx
 from .._cache import user_cache_dir
 
 __all__ = ["DATASETS", "SPLITS", "DATA_ENV_VAR", "DEBIAN_DATA_ROOT", "DataNotFoundError",
-           "idx_filenames", "idx_file", "check_name", "check_split", "mxnet_home", "download_root",
-           "search_data_dir", "not_found_message", "find_data_dir"]
+           "idx_filenames", "copy_paths", "idx_file", "check_name", "check_split", "mxnet_home",
+           "download_root", "download_cache", "explicit_dirs", "search_folders", "search_data_dir",
+           "not_found_message", "find_data_dir"]
 
 DATASETS = ("mnist", "fashion-mnist")
 """Names of the supported data sets."""
@@ -63,17 +64,19 @@ def check_split(split):
         raise ValueError(f"unknown split {split!r}; valid splits: {', '.join(SPLITS)}")
 
 
+def copy_paths(folder, base_name):
+    """The two names a data file may have in ``folder``, raw first: ``base_name`` and
+    ``base_name.gz`` (a gzip or zip file is told apart by its first bytes, not by its name)."""
+    folder = Path(folder)
+    return [folder / base_name, folder / (base_name + ".gz")]
+
+
 def idx_file(folder, base_name):
     """Path of ``base_name`` or ``base_name.gz`` in ``folder`` (raw preferred), or None."""
-    for candidate in (folder / base_name, folder / (base_name + ".gz")):
+    for candidate in copy_paths(folder, base_name):
         if candidate.is_file():
             return candidate
     return None
-
-
-def _has_all_files(folder):
-    return folder.is_dir() and all(idx_file(folder, base) is not None
-                                   for base in _all_idx_filenames())
 
 
 def mxnet_home():
@@ -89,37 +92,62 @@ def download_root():
     return Path(env_root).expanduser() if env_root else Path(user_cache_dir("data"))
 
 
-def _candidate_dirs(name, data_dir):
-    """Folders to search, in order (see the module docstring).
+def download_cache(name):
+    """The download cache's folder of data set ``name``, ``$XDG_CACHE_HOME/gluon_bbb/data/<name>``
+    (by default ``~/.cache/gluon_bbb/data/<name>``), whether or not ``$GLUON_BBB_DATA`` is set."""
+    return Path(user_cache_dir("data")) / name
+
+
+def explicit_dirs(name, data_dir):
+    """The folders that ``data_dir`` names for data set ``name``: ``data_dir/<name>``, then
+    ``data_dir`` itself unless its name says it holds another data set (none without it).
 
     Raises
     ------
     DataNotFoundError
         ``data_dir`` is given but does not exist.
     """
-    candidates = []
-    if data_dir is not None:
-        data_dir = Path(data_dir).expanduser()
-        if not data_dir.is_dir():
-            raise DataNotFoundError(f"data_dir {str(data_dir)!r} does not exist "
-                                    f"(or is not a folder)")
-        candidates.append(data_dir / name)
-        # Accept the folder holding the files directly, unless its name says it
-        # holds another data set (data_dir=".../mnist" with name="fashion-mnist").
-        if data_dir.name not in DATASETS or data_dir.name == name:
-            candidates.append(data_dir)
+    if data_dir is None:
+        return []
+    data_dir = Path(data_dir).expanduser()
+    if not data_dir.is_dir():
+        raise DataNotFoundError(f"data_dir {str(data_dir)!r} does not exist "
+                                f"(or is not a folder)")
+    # Accept the folder holding the files directly, unless its name says it
+    # holds another data set (data_dir=".../mnist" with name="fashion-mnist").
+    others = set(DATASETS + ("mushroom",)) - {name}
+    return [data_dir / name] + ([] if data_dir.name in others else [data_dir])
+
+
+def search_folders(name, data_dir=None):
+    """Every folder where data set ``name`` is looked for, in order (see :mod:`gluon_bbb.data`):
+    ``data_dir``'s, ``$GLUON_BBB_DATA/<name>``, then for MNIST and Fashion-MNIST MXNet's cache
+    and Debian's folder, for the mushrooms ``data/mushroom`` without ``$GLUON_BBB_DATA``; last,
+    without ``$GLUON_BBB_DATA``, the download cache.
+
+    Raises
+    ------
+    DataNotFoundError
+        ``data_dir`` is given but does not exist.
+    """
+    candidates = explicit_dirs(name, data_dir)
     env_root = os.environ.get(DATA_ENV_VAR)
     if env_root:
         candidates.append(Path(env_root).expanduser() / name)
-    candidates.append(mxnet_home() / "datasets" / name)
-    candidates.append(Path(DEBIAN_DATA_ROOT) / name)
+    if name == "mushroom":
+        if not env_root:
+            candidates.append(Path("data") / name)
+    else:
+        candidates.append(mxnet_home() / "datasets" / name)
+        candidates.append(Path(DEBIAN_DATA_ROOT) / name)
     if not env_root:  # where downloads went (with $GLUON_BBB_DATA, searched above already)
-        candidates.append(download_root() / name)
+        candidates.append(download_cache(name))
     return candidates
 
 
 def search_data_dir(name, data_dir=None):
-    """First candidate folder holding the four IDX files.
+    """The folder the loaders read data set ``name`` from, without downloading (see
+    :mod:`gluon_bbb.data.state` for the rule: a verified copy wins over one that fails its check).
 
     Returns
     -------
@@ -128,12 +156,10 @@ def search_data_dir(name, data_dir=None):
     searched : list of pathlib.Path
         Every folder that was looked at, in order.
     """
+    from .state import dataset_state  # the report checks files; this module only lists folders
     check_name(name)
-    searched = _candidate_dirs(name, data_dir)
-    for folder in searched:
-        if _has_all_files(folder):
-            return folder, searched
-    return None, searched
+    report = dataset_state(name, data_dir)
+    return (None if report.used is None else report.used.folder), list(report.searched)
 
 
 def not_found_message(name, searched, download_note):
@@ -144,7 +170,8 @@ def not_found_message(name, searched, download_note):
         f"({files}; raw or .gz) in:\n{places}\n{download_note}\n"
         f"To fix: pass data_dir='/path/to/{name}' (or its parent folder), set "
         f"{DATA_ENV_VAR}=/path/holding/{name}/ (a folder containing mnist/ and "
-        f"fashion-mnist/), or place the files in one of the folders listed above.")
+        f"fashion-mnist/), place the files in one of the folders listed above, or set "
+        f"GLUON_BBB_MIRROR to a server laid out like such a folder.")
 
 
 def find_data_dir(name, data_dir=None):

@@ -10,8 +10,9 @@ from typing import Optional, Union
 import mxnet as mx
 import numpy as np
 
-from . import datafolders, fetch
+from . import datafolders, fetch, state
 from .datafolders import DataNotFoundError, idx_filenames
+from .sources import files_of
 from .idx import IDXFormatError, read_idx
 from .loaders import ArrayLoader
 
@@ -51,8 +52,9 @@ PAPER_PIXEL_SCALE = 126.0  # Blundell et al. (2015) divide pixel values by 126.
 # Loading
 # ----------------------------------------------------------------------------
 
-def _read_split(folder, split):
-    """Read and check the images and labels of one split from ``folder``.
+def _read_split(files, split):
+    """Read and check the images and labels of one split (``files``: a
+    :class:`~gluon_bbb.data.state.FolderState`).
 
     Returns
     -------
@@ -60,8 +62,8 @@ def _read_split(folder, split):
     labels : numpy.ndarray of int32, shape (n,)
     """
     images_name, labels_name = idx_filenames(split)
-    images_path = datafolders.idx_file(folder, images_name)
-    labels_path = datafolders.idx_file(folder, labels_name)
+    images_path = files.path_of(images_name)
+    labels_path = files.path_of(labels_name)
     images = read_idx(images_path)
     labels = read_idx(labels_path)
     if images.ndim != 3 or images.shape[1:] != IMAGE_SHAPE:
@@ -104,7 +106,7 @@ def load_raw(name="mnist", split="train", data_dir=None, download=True):
     """
     datafolders.check_name(name)
     datafolders.check_split(split)
-    return _read_split(find_or_fetch(name, data_dir, download), split)
+    return _read_split(_found_or_fetched(name, data_dir, download), split)
 
 
 def find_or_fetch(name: str = "mnist", data_dir=None, download: bool = True,
@@ -134,18 +136,26 @@ def find_or_fetch(name: str = "mnist", data_dir=None, download: bool = True,
         The files are nowhere, and downloading is off or failed; the message lists every
         folder searched and, after a download, every source tried and why it failed.
     """
+    return _found_or_fetched(name, data_dir, download, progress).folder
+
+
+def _found_or_fetched(name, data_dir, download, progress=True):
+    """:func:`find_or_fetch`'s folder, as a :class:`~gluon_bbb.data.state.FolderState`."""
     datafolders.check_name(name)
-    folder, searched = datafolders.search_data_dir(name, data_dir)
-    if folder is not None:
-        return folder
+    report = state.dataset_state(name, data_dir, will_download=download)
+    state.warn_about(report)
+    if report.used is not None:
+        return report.used
     if not download:
         raise DataNotFoundError(datafolders.not_found_message(
-            name, searched, "Downloading was disabled (download=False)."))
+            name, report.searched, "Downloading was disabled (download=False)."))
     try:
-        return fetch.fetch(name, progress=progress)
+        folder = fetch.fetch(name, progress=progress)
     except (fetch.FetchError, OSError) as err:  # every source failed, or the folder is read-only
         raise DataNotFoundError(datafolders.not_found_message(
-            name, searched, f"Downloading failed: {err}")) from err
+            name, report.searched, "Downloading failed: "
+            + getattr(err, "reasons", str(err)) + ".")) from err
+    return state.folder_state(folder, files_of(name))
 
 
 def preprocess(images, method="paper", mean=None, std=None):
@@ -293,9 +303,10 @@ def load_splits(name="mnist", data_dir=None, preprocessing="paper", num_validati
     _check_preprocessing(preprocessing)
     if subset is not None:
         _check_count(subset, "subset", 1)
-    raw_train = load_raw(name, "train", data_dir, download)
+    files = _found_or_fetched(name, data_dir, download)
+    raw_train = _read_split(files, "train")
     _check_count(num_validation, "num_validation", 0, len(raw_train[0]))
-    raw = {"test": load_raw(name, "test", data_dir, download)}
+    raw = {"test": _read_split(files, "test")}
     n_train = len(raw_train[0]) - num_validation
     raw["train"] = tuple(array[:n_train] for array in raw_train)
     if num_validation > 0:

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import digests, fetch
-from .datafolders import DATA_ENV_VAR, DataNotFoundError, download_root
+from . import digests, fetch, state
+from .datafolders import DATA_ENV_VAR, DataNotFoundError
 from .sources import files_of
 
 __all__ = [
@@ -79,9 +79,11 @@ def default_mushroom_path():
 
 
 def find_mushroom_file(download: bool = True, progress: bool = True) -> Path:
-    """The mushroom file: :func:`default_mushroom_path` if it is a file, else (without
-    ``$GLUON_BBB_DATA``) the download cache's copy, else downloaded into
-    ``$GLUON_BBB_DATA/mushroom/`` or the download cache (see :mod:`gluon_bbb.data.fetch`).
+    """The mushroom file the loaders read (:mod:`gluon_bbb.data.state`): the first verified copy
+    in ``$GLUON_BBB_DATA/mushroom/`` (else ``data/mushroom/``, then the download cache), else the
+    first copy there (with a warning), else downloaded into ``$GLUON_BBB_DATA/mushroom/`` or the
+    download cache (see :mod:`gluon_bbb.data.fetch`). A copy in the download cache that fails its
+    check is downloaded again when ``download`` is on, the bad one set aside.
 
     Parameters
     ----------
@@ -100,23 +102,21 @@ def find_mushroom_file(download: bool = True, progress: bool = True) -> Path:
         The file is nowhere and downloading is off or failed; the message names the folders
         searched and, after a download, every source tried and why it failed.
     """
-    searched = [Path(default_mushroom_path())]
-    if not os.environ.get(DATA_ENV_VAR):
-        searched.append(download_root() / "mushroom" / FILE_NAME)
-    for path in searched:
-        if path.is_file():
-            return path
-    places = ", ".join(str(path) for path in searched)
+    report = state.dataset_state("mushroom", will_download=download)
+    state.warn_about(report)
+    if report.used is not None:
+        return report.used.files[0].path
+    places = ", ".join(str(folder / FILE_NAME) for folder in report.searched)
     advice = (f"set {DATA_ENV_VAR} to the folder holding mushroom/{FILE_NAME}, or download "
               f"{FILE_NAME} from the UCI Machine Learning Repository (Mushroom data set) and "
               "pass its path")
     if not download:
         raise DataNotFoundError(f"mushroom data not found at {places}: {advice}")
     try:
-        return fetch.fetch_file(download_root() / "mushroom", files_of("mushroom")[0],
-                                progress=progress)
+        folder = fetch.fetch("mushroom", progress=progress)
     except (fetch.FetchError, OSError) as error:
         raise DataNotFoundError(f"mushroom data not found at {places}, and {error}") from error
+    return state.folder_state(folder, files_of("mushroom")).files[0].path
 
 
 class MushroomFormatError(ValueError):

@@ -15,6 +15,7 @@ line endings or a final newline agree (:mod:`gluon_bbb.data.digests`).
 """
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import List, Optional, Tuple
 
 __all__ = ["DataFile", "DATA_FILES", "FETCHABLE", "MIRROR_ENV_VAR", "PUBLIC_SOURCES",
@@ -94,10 +95,11 @@ FETCHABLE = tuple(DATA_FILES)
 _MXNET_RETIRED = "https://apache-mxnet.s3-accelerate.dualstack.amazonaws.com/gluon/dataset/"
 
 PUBLIC_SOURCES = {
-    # torchvision.datasets.MNIST.mirrors (the PyTorch team's S3 copy, then LeCun's page), with
-    # tensorflow_datasets' MNIST URL (_MNIST_URL, the CVDF mirror of LeCun's page) between them:
-    # LeCun's page has refused scripted downloads at times since 2023; then MXNet's
-    # (mxnet.gluon.data.vision.MNIST, retired with MXNet).
+    # The two of torchvision.datasets.MNIST.mirrors (which lists LeCun's page first, then the
+    # PyTorch team's S3 copy) in the other order, since LeCun's page has answered scripted
+    # downloads with HTTP 403 since 2024 (pytorch/vision#8717, cvdfoundation/mnist#4); between
+    # them tensorflow_datasets' MNIST URL (_MNIST_URL, the CVDF mirror of LeCun's page); then
+    # MXNet's (mxnet.gluon.data.vision.MNIST, retired with MXNet).
     "mnist": ("https://ossci-datasets.s3.amazonaws.com/mnist/{file}",
               "https://storage.googleapis.com/cvdf-datasets/mnist/{file}",
               "http://yann.lecun.com/exdb/mnist/{file}",
@@ -113,8 +115,11 @@ PUBLIC_SOURCES = {
         "{file}",
         _MXNET_RETIRED + "fashion-mnist/{file}"),
     # The UCI Machine Learning Repository: its current archive of data set 73 (the zip that the
-    # data set's page and the ucimlrepo package download; the file is one of its members), then
-    # the older path of the same file, which most references cite.
+    # data set's page offers; the file is one of its members), then the path of the same file
+    # before UCI's 2023 relaunch, which most references cite and which may answer 404 as such
+    # paths have for other data sets (interpretml/DiCE#373). No second host is known to serve
+    # the same rows in the same order (OpenML's data set 24 is an ARFF table with the class in
+    # the last column): docs/install.md says how to place the file by hand.
     "mushroom": ("https://archive.ics.uci.edu/static/public/73/mushroom.zip",
                  "https://archive.ics.uci.edu/ml/machine-learning-databases/mushroom/{file}"),
 }
@@ -153,9 +158,12 @@ def public_urls(data_file: DataFile) -> List[str]:
 
 
 def mirror_urls(data_file: DataFile, mirror: Optional[str]) -> List[str]:
-    """URLs of ``data_file`` under the base URL ``mirror`` (none when it is empty or None)."""
+    """URLs of ``data_file`` under the base URL ``mirror`` (none when it is empty or None); a
+    ``mirror`` without a scheme is a folder, read through ``file://`` URLs."""
     if not mirror:
         return []
+    if "://" not in mirror:  # a folder: read as a file:// URL
+        mirror = Path(mirror).expanduser().resolve().as_uri()
     base = mirror.rstrip("/")
     return [f"{base}/{data_file.dataset}/" + pattern.format(name=data_file.name)
             for pattern in _MIRROR_NAMES[data_file.dataset]]

@@ -1,7 +1,8 @@
 """One writer per run folder; and a start barrier for worker processes (:func:`meet_workers`).
 
 ``train``, ``reproduce`` and every ``search`` trial hold an exclusive lock on their run folder
-while they write it: ``fcntl.flock`` on the file :data:`LOCK_FILE` inside it. The operating
+while they write it: an exclusive lock (:mod:`gluon_bbb._locks`: ``fcntl.flock``, or
+``msvcrt.locking`` on Windows) on the file :data:`LOCK_FILE` inside it. The operating
 system releases the lock when the process ends, however it ends (even by SIGKILL), so a
 crashed run never leaves the folder locked. While a process holds a folder, SIGTERM (``kill``'s
 default, what a scheduler or a container stop sends) stops it as an exception would, raising
@@ -12,9 +13,7 @@ lock is re-entrant (the command line holds it around ``reproduce.run``, which ta
 ``prune``, ``plot``, ...) take no lock: checkpoints are replaced atomically. The writer that
 takes the lock removes the temporary files a killed writer may have left half-written.
 """
-import contextlib
 import errno
-import fcntl
 import logging
 import os
 import signal
@@ -22,6 +21,7 @@ import threading
 import time
 
 from .._checks import check_int
+from .._locks import try_lock, unlock, waiting_lock
 from ..io.checkpoint import remove_stale_temporary_files
 
 __all__ = ["LOCK_FILE", "RunFolderBusyError", "RunFolderLock", "Terminated", "waiting_lock",
@@ -92,7 +92,7 @@ class RunFolderLock:
             return self
         descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            try_lock(descriptor)
         except OSError as error:
             holder = _read_pid(descriptor)
             os.close(descriptor)
@@ -120,7 +120,7 @@ class RunFolderLock:
             if not _HELD:
                 _release_sigterm()
         if self.descriptor is not None:
-            fcntl.flock(self.descriptor, fcntl.LOCK_UN)
+            unlock(self.descriptor)
             os.close(self.descriptor)
             self.descriptor = None
         return False
@@ -133,20 +133,6 @@ def _read_pid(descriptor):
     except (OSError, UnicodeDecodeError):
         return None
     return int(text) if text.isdigit() else None
-
-
-@contextlib.contextmanager
-def waiting_lock(path):
-    """``with waiting_lock(path):`` -- hold an exclusive ``fcntl.flock`` on the file ``path``
-    (created if needed), waiting for it: the processes of one machine take turns (the search's
-    workers ask their study for trials one at a time). Released when the block ends or the
-    process dies."""
-    descriptor = os.open(os.fspath(path), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(descriptor)  # closing releases the lock
 
 
 def meet_workers(folder, worker, count, timeout=120.0):

@@ -8,7 +8,11 @@ fail the ways servers fail. Each route is a prefix of the path:
   the file was gzipped);
 - ``/stall/<path>``: announces the length, sends a few bytes, then nothing until the server
   stops;
-- ``/held/<path>``: the file, once :attr:`LocalServer.release` is set.
+- ``/trickle/<path>``: announces the length, then sends a byte every 50 ms until the server
+  stops (no read ever waits long, the whole never arrives);
+- ``/html/<path>``: an HTML page with status 200 (a captive portal, a login or error page);
+- ``/held/<path>``: the file, once :attr:`LocalServer.release` is set (until then, a server
+  that accepted the connection and does not answer).
 
 Every request is counted by its path (:attr:`LocalServer.counts`).
 """
@@ -47,6 +51,8 @@ class LocalServer:
                 content = path.read_bytes()
                 if route == "wrong":
                     content = _other_content(content)
+                if route == "html":
+                    content = b"<!DOCTYPE html>\n<html><body>Please sign in</body></html>\n"
                 if route == "held":
                     server.release.wait(60)
                 self.send_response(200)
@@ -55,6 +61,15 @@ class LocalServer:
                 if route == "truncated":
                     self.wfile.write(content[:len(content) // 2])
                     self.close_connection = True
+                elif route == "trickle":
+                    for byte in content:
+                        if server.stopping.wait(0.05):
+                            break
+                        try:
+                            self.wfile.write(bytes([byte]))
+                            self.wfile.flush()
+                        except OSError:  # the client gave up
+                            break
                 elif route == "stall":
                     self.wfile.write(content[:10])
                     self.wfile.flush()

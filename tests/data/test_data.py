@@ -550,7 +550,8 @@ def _real_data_or_skip(name):
 @pytest.fixture(scope="module")
 def mnist_raw():
     folder = _real_data_or_skip("mnist")
-    return {split: gdata.images._read_split(folder, split) for split in ("train", "test")}
+    return {split: gdata.load_raw("mnist", split, data_dir=folder, download=False)
+            for split in ("train", "test")}
 
 
 @pytest.fixture(scope="module")

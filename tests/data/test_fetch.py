@@ -5,6 +5,7 @@ public sources are replaced by the local server's 404 route, so nothing leaves t
 import gzip
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -15,10 +16,11 @@ import numpy as np
 import pytest
 
 from gluon_bbb.cli import main
-from gluon_bbb.data import datafolders, digests, fetch, load_raw, mushroom, read_idx, sources
+from gluon_bbb.data import (datafolders, digests, fetch, load_raw, load_splits, mushroom, read_idx,
+                            sources, state)
 from gluon_bbb.data.sources import DataFile
 from http_server import LocalServer
-from synthetic import needs_mnist
+from synthetic import needs_mnist, write_dataset
 
 REPO = Path(__file__).resolve().parents[2]
 #: The development data (read before the fixtures hide $GLUON_BBB_DATA); tests that need it are
@@ -59,6 +61,7 @@ def offline(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
     monkeypatch.setenv("MXNET_HOME", str(tmp_path / "mxnet-home"))
     monkeypatch.setattr(datafolders, "DEBIAN_DATA_ROOT", tmp_path / "debian")
+    monkeypatch.setattr(fetch, "_failed_hosts", {})
     monkeypatch.chdir(tmp_path)
 
 
@@ -363,8 +366,9 @@ def test_data_fetch_fails_in_one_line_with_exit_status_2(capsys, monkeypatch, se
     use_sources(monkeypatch, server, "missing", dataset="mushroom")
     assert main(["data", "fetch", "mushroom", "--to", str(tmp_path), "--timeout", "1"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("gluon-bbb: error: could not download "
-                                                   "mushroom/agaricus-lepiota.data")
+    assert err.count("gluon-bbb: error:") == 1 and err.splitlines()[-1].startswith(
+        "gluon-bbb: error: could not download mushroom/agaricus-lepiota.data")
+    assert err.splitlines()[0].startswith("connecting to 127.0.0.1:")
     assert server.url("missing", "mushroom/agaricus-lepiota.data") + ": HTTP 404" in err
 
 
@@ -374,3 +378,275 @@ def test_data_fetch_into_a_folder_it_cannot_make_says_so_in_one_line(capsys, tmp
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "cannot download there" in err
     assert str(tmp_path / "a-file" / "mnist") in err
+
+
+# ---------------------------------------------------------------------------- a user's files
+def test_a_wrong_file_under_the_final_name_is_kept_aside_and_named(monkeypatch, server, tmp_path,
+                                                                   capsys):
+    """Never destroyed: the copy that fails is renamed aside (numbered when the name is taken)
+    before the download takes its place, and the message says where it went."""
+    folder = tmp_path / "mnist"
+    folder.mkdir()
+    mine = gzip.compress(TINY_CONTENT[:-1])
+    (folder / "tiny-ubyte.gz").write_bytes(mine)
+    (folder / "tiny-ubyte.gz.rejected").write_bytes(b"an older one")
+    use_sources(monkeypatch, server, "files")
+    found = fetch.fetch_file(folder, tiny_file(), progress=False)
+    assert gzip.decompress(found.read_bytes()) == TINY_CONTENT
+    assert (folder / "tiny-ubyte.gz.rejected").read_bytes() == b"an older one"
+    assert (folder / "tiny-ubyte.gz.rejected.1").read_bytes() == mine
+    said = capsys.readouterr().err
+    assert str(folder / "tiny-ubyte.gz.rejected.1") in said and "SHA-256" in said  # the reason
+
+
+def test_data_fetch_keeps_a_users_own_mushroom_table(monkeypatch, server, served, tmp_path,
+                                                     capsys):
+    """The issue's reproduction: a table with one more row in $GLUON_BBB_DATA/mushroom."""
+    expected = DataFile("mushroom", mushroom.FILE_NAME, hashlib.sha256(
+        ("\n".join(MUSHROOM_LINES) + "\n").encode()).hexdigest(), 94, text=True, keep_gzip=False)
+    monkeypatch.setitem(sources.DATA_FILES, "mushroom", (expected,))
+    (served / "mushroom").mkdir()
+    (served / "mushroom" / mushroom.FILE_NAME).write_text("\n".join(MUSHROOM_LINES) + "\n")
+    use_sources(monkeypatch, server, "files", dataset="mushroom")
+    root = tmp_path / "root"
+    (root / "mushroom").mkdir(parents=True)
+    own = "\n".join(MUSHROOM_LINES + [MUSHROOM_LINES[0]]) + "\n"
+    (root / "mushroom" / mushroom.FILE_NAME).write_text(own)
+    monkeypatch.setenv(datafolders.DATA_ENV_VAR, str(root))
+    assert len(mushroom.load_mushroom().edible) == 3
+    assert main(["data", "fetch", "mushroom", "--no-progress"]) == 0
+    kept = root / "mushroom" / (mushroom.FILE_NAME + ".rejected")
+    assert kept.read_text() == own
+    assert str(kept) in capsys.readouterr().err
+    assert len(mushroom.load_mushroom().edible) == 2
+
+
+# ---------------------------------------------------------------------------- one search rule
+@pytest.fixture
+def synthetic_mnist(monkeypatch, served):
+    """A small MNIST served by the local server, whose digests stand in for the real ones."""
+    folder = served / "mnist"
+    write_dataset(folder)
+    files = []
+    for data_file in sources.DATA_FILES["mnist"]:
+        content = gzip.decompress((folder / (data_file.name + ".gz")).read_bytes())
+        files.append(DataFile("mnist", data_file.name, hashlib.sha256(content).hexdigest(),
+                              len(content)))
+    monkeypatch.setitem(sources.DATA_FILES, "mnist", tuple(files))
+    (folder / "tiny-ubyte.gz").unlink()
+    return folder
+
+
+def truncate(path):
+    path.write_bytes(gzip.compress(gzip.decompress(path.read_bytes())[:-1]))
+
+
+def test_a_verified_copy_wins_over_a_wrong_one_searched_first(synthetic_mnist, tmp_path, caplog,
+                                                              capsys):
+    """The issue's reproduction: MXNet's folder (searched first) with a truncated file, the
+    download cache verified: the loaders read the cache, naming the skipped file once."""
+    cache = tmp_path / "xdg-cache" / "gluon_bbb" / "data" / "mnist"
+    mxnet = tmp_path / "mxnet-home" / "datasets" / "mnist"
+    shutil.copytree(synthetic_mnist, cache)
+    shutil.copytree(synthetic_mnist, mxnet)
+    truncate(mxnet / "t10k-labels-idx1-ubyte.gz")
+    with caplog.at_level("WARNING"):
+        splits = load_splits("mnist", download=False)
+    np.testing.assert_array_equal(splits["test"][1],
+                                  read_idx(cache / "t10k-labels-idx1-ubyte.gz"))
+    skipped = [record.getMessage() for record in caplog.records]
+    assert len(skipped) == 1 and str(mxnet / "t10k-labels-idx1-ubyte.gz") in skipped[0]
+    assert main(["data", "verify", "mnist"]) == 0
+    assert str(cache) in capsys.readouterr().out
+
+
+def test_a_bad_file_in_the_download_cache_is_downloaded_again(monkeypatch, server, served,
+                                                              tmp_path):
+    expected = DataFile("mushroom", mushroom.FILE_NAME, hashlib.sha256(
+        ("\n".join(MUSHROOM_LINES) + "\n").encode()).hexdigest(), 94, text=True, keep_gzip=False)
+    monkeypatch.setitem(sources.DATA_FILES, "mushroom", (expected,))
+    (served / "mushroom").mkdir()
+    (served / "mushroom" / mushroom.FILE_NAME).write_text("\n".join(MUSHROOM_LINES) + "\n")
+    use_sources(monkeypatch, server, "files", dataset="mushroom")
+    cache = tmp_path / "xdg-cache" / "gluon_bbb" / "data" / "mushroom"
+    cache.mkdir(parents=True)
+    (cache / mushroom.FILE_NAME).write_text(MUSHROOM_LINES[0] + "\n")  # cut short
+    assert len(mushroom.load_mushroom().edible) == 2
+    assert (cache / (mushroom.FILE_NAME + ".rejected")).read_text() == MUSHROOM_LINES[0] + "\n"
+
+
+def test_a_verified_file_is_remembered_by_size_and_modification_time(monkeypatch,
+                                                                     synthetic_mnist):
+    hashed = []
+    content_sha256 = digests.content_sha256
+    monkeypatch.setattr(digests, "content_sha256",
+                        lambda path, data_file: hashed.append(path) or content_sha256(path,
+                                                                                     data_file))
+    past = time.time() - 3600
+    for path in synthetic_mnist.iterdir():
+        os.utime(path, (past, past))
+    assert state.dataset_state("mnist", synthetic_mnist).used.verified
+    assert len(hashed) == 4
+    assert state.dataset_state("mnist", synthetic_mnist).used.verified
+    assert len(hashed) == 4  # remembered
+    labels = synthetic_mnist / "t10k-labels-idx1-ubyte.gz"
+    truncate(labels)
+    os.utime(labels, (past, past))
+    report = state.dataset_state("mnist", synthetic_mnist)
+    assert len(hashed) == 5 and not report.used.verified
+    assert "t10k-labels-idx1-ubyte.gz" in report.used.problems()[0]
+
+
+# ---------------------------------------------------------------------------- data verify
+def test_data_verify_exits_2_naming_every_missing_data_set(synthetic_mnist, tmp_path, capsys):
+    assert main(["data", "verify"]) == 2  # no data at all
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1
+    for name in sources.FETCHABLE:
+        assert f"{name}: not found in " in err[0]
+    shutil.copytree(synthetic_mnist, tmp_path / "xdg-cache" / "gluon_bbb" / "data" / "mnist")
+    assert main(["data", "verify", "mnist"]) == 0
+    assert main(["data", "verify"]) == 2
+    err = capsys.readouterr().err
+    assert "mnist: not found" not in err.replace("fashion-mnist: not found", "")
+    assert "fashion-mnist: not found" in err and "mushroom: not found" in err
+
+
+# ---------------------------------------------------------------------------- file modes
+@pytest.mark.parametrize("umask, file_mode, folder_mode", [(0o022, 0o644, 0o755),
+                                                           (0o077, 0o600, 0o700)])
+def test_downloads_are_readable_by_others_as_the_umask_allows(monkeypatch, server, served,
+                                                              tmp_path, umask, file_mode,
+                                                              folder_mode):
+    """A teacher's folder shared with a class: files 0644 and folders 0755 under umask 022."""
+    (served / "mushroom").mkdir()
+    uci_zip(served / "mushroom" / "mushroom.zip", MUSHROOM_LINES)  # stored decompressed
+    expected = DataFile("mushroom", mushroom.FILE_NAME, hashlib.sha256(
+        ("\n".join(MUSHROOM_LINES) + "\n").encode()).hexdigest(), 94, text=True, keep_gzip=False)
+    use_sources(monkeypatch, server, "files")
+    monkeypatch.setitem(sources.PUBLIC_SOURCES, "mushroom",
+                        (server.url("files", "mushroom/mushroom.zip"),))
+    previous = os.umask(umask)
+    try:
+        kept = fetch.fetch_file(tmp_path / "class" / "mnist", tiny_file(), progress=False)
+        unpacked = fetch.fetch_file(tmp_path / "class" / "mushroom", expected, progress=False)
+    finally:
+        os.umask(previous)
+    for path in (kept, unpacked):
+        assert path.stat().st_mode & 0o777 == file_mode, path
+    for folder in (tmp_path / "class", kept.parent, unpacked.parent):
+        assert folder.stat().st_mode & 0o777 == folder_mode, folder
+
+
+# ---------------------------------------------------------------------------- stale parts
+def test_a_part_left_by_a_killed_process_is_removed_when_its_file_is_fetched(monkeypatch, server,
+                                                                             tmp_path):
+    folder = tmp_path / "mnist"
+    folder.mkdir()
+    stale = folder / ".tiny-ubyte.k1ll3d.part"  # as mkstemp names it, then SIGKILL
+    stale.write_bytes(TINY_CONTENT[:100])
+    other = folder / ".other-ubyte.k1ll3d.part"  # another file's: left for its own fetch
+    other.write_bytes(b"x")
+    use_sources(monkeypatch, server, "files")
+    fetch.fetch_file(folder, tiny_file(), progress=False)
+    assert leftovers(folder) == [other.name, "tiny-ubyte.gz"]
+    stale.write_bytes(b"killed again")  # the file is there already: the part goes all the same
+    fetch.fetch_file(folder, tiny_file(), progress=False)
+    assert leftovers(folder) == [other.name, "tiny-ubyte.gz"]
+
+
+# ---------------------------------------------------------------------------- time limits
+def test_a_trickling_server_is_given_up_at_the_files_deadline(monkeypatch, server, tmp_path):
+    use_sources(monkeypatch, server, "trickle", "files")
+    start = time.perf_counter()
+    found = fetch.fetch_file(tmp_path / "mnist", tiny_file(), progress=False, timeout=5,
+                             deadline=0.5)
+    assert time.perf_counter() - start < 4  # each read came within the timeout
+    assert gzip.decompress(found.read_bytes()) == TINY_CONTENT
+    use_sources(monkeypatch, server, "trickle")
+    with pytest.raises(fetch.FetchError, match=r"trickle/mnist/tiny-ubyte.gz: not done after "
+                                               r"0.5 s"):
+        fetch.fetch_file(tmp_path / "other", tiny_file(), progress=False, timeout=5,
+                         deadline=0.5)
+
+
+def test_a_host_that_does_not_answer_is_tried_once_and_named_before_the_bar(
+        monkeypatch, server, served, tmp_path, capsys):
+    second = tiny_file(name="tiny2-ubyte")
+    (served / "mnist" / "tiny2-ubyte.gz").write_bytes(gzip.compress(TINY_CONTENT))
+    with LocalServer(served) as silent:
+        monkeypatch.setitem(sources.PUBLIC_SOURCES, "mnist", (
+            silent.url("held", "mnist/{file}"), server.url("files", "mnist/{file}")))
+        start = time.perf_counter()
+        for data_file in (tiny_file(), second):
+            fetch.fetch_file(tmp_path / "mnist", data_file, progress=True, timeout=0.5)
+        assert time.perf_counter() - start < 5
+        assert sum(silent.counts.values()) == 1  # skipped for the second file
+    err = capsys.readouterr().err
+    host = silent.base.split("//")[1]
+    assert err.index(f"connecting to {host}") < err.index(f"connecting to "
+                                                          f"{server.base.split('//')[1]}")
+    for name in ("tiny-ubyte", "tiny2-ubyte"):  # a line that stays: file, source, folder
+        assert (f"downloaded mnist/{name} from {server.url('files', f'mnist/{name}.gz')} "
+                f"into {tmp_path / 'mnist'}") in err
+
+
+def test_ctrl_c_during_data_fetch_says_what_is_kept(monkeypatch, capsys):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fetch, "fetch", interrupted)
+    assert main(["data", "fetch", "mnist", "--no-progress"]) == 130
+    err = capsys.readouterr().err
+    assert "checkpoint" not in err
+    assert "interrupted: the files already verified are kept" in err
+
+
+# ---------------------------------------------------------------------------- locks
+WITHOUT_FCNTL = """
+import sys
+sys.modules["fcntl"] = None  # as on Windows: importing it fails
+import gluon_bbb, gluon_bbb.cli, gluon_bbb.data.fetch, gluon_bbb.experiments.runlock
+print("imported")
+"""
+
+
+def test_gluon_bbb_imports_where_fcntl_does_not_exist():
+    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+    done = subprocess.run([sys.executable, "-c", WITHOUT_FCNTL], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "imported", done.stderr[-2000:]
+
+
+def test_the_fetcher_and_the_run_lock_share_one_lock():
+    from gluon_bbb import _locks
+    from gluon_bbb.experiments import runlock
+    assert fetch.waiting_lock is _locks.waiting_lock is runlock.waiting_lock
+
+
+def test_the_loaders_error_names_every_file_not_downloaded_with_one_way_to_fix(monkeypatch,
+                                                                               server):
+    use_sources(monkeypatch, server, "missing")
+    with pytest.raises(datafolders.DataNotFoundError) as info:
+        load_raw("mnist", "test")
+    message = str(info.value)
+    assert message.count("To fix") == 1, message
+    for data_file in sources.files_of("mnist"):
+        assert f"could not download mnist/{data_file.name}" in message
+    assert "GLUON_BBB_MIRROR" in message
+
+
+# ---------------------------------------------------------------------------- edges
+def test_an_html_page_served_with_status_200_is_called_so(monkeypatch, server, tmp_path):
+    use_sources(monkeypatch, server, "html")
+    with pytest.raises(fetch.FetchError, match=r"html/mnist/tiny-ubyte.gz: an HTML page, not "
+                                               r"the file"):
+        fetch.fetch_file(tmp_path / "mnist", tiny_file(), progress=False)
+
+
+def test_a_plain_folder_as_the_mirror_is_read_as_one(monkeypatch, served, tmp_path):
+    monkeypatch.setenv(sources.MIRROR_ENV_VAR, str(served))
+    found = fetch.fetch_file(tmp_path / "mnist", tiny_file(), progress=False)
+    assert gzip.decompress(found.read_bytes()) == TINY_CONTENT
+    assert sources.mirror_urls(tiny_file(), str(served))[0] == (
+        served.resolve().as_uri() + "/mnist/tiny-ubyte.gz")
