@@ -9,7 +9,7 @@ temporary name in the target folder, is checked by the SHA-256 of its decompress
 wrong download never leaves a file that a later run would trust; it gets the mode of any new
 file under the umask. A copy already there that fails its check is never overwritten: it is
 renamed aside (:func:`set_aside`) in a line naming where it went. A lock on ``.fetch.lock`` in
-the target folder (:mod:`gluon_bbb._locks`) makes a second process wait; it then finds the
+the target folder (:mod:`gluon_bbb.io.locks`) makes a second process wait; it then finds the
 verified file and downloads nothing; the lock's holder removes the temporary files of a killed
 download. Every request has a timeout, every download a deadline, and a host that does not
 answer is not asked again in the process. With ``progress``, "connecting to HOST" comes before
@@ -34,7 +34,7 @@ import urllib.request
 from pathlib import Path
 from typing import Optional
 
-from .._locks import waiting_lock
+from ..io.locks import waiting_lock
 from ..epochs import progress_bar_class
 from ..version import __version__
 from .datafolders import DATA_ENV_VAR, DataNotFoundError, copy_paths, download_root

@@ -1,7 +1,7 @@
 """One writer per run folder; and a start barrier for worker processes (:func:`meet_workers`).
 
 ``train``, ``reproduce`` and every ``search`` trial hold an exclusive lock on their run folder
-while they write it: an exclusive lock (:mod:`gluon_bbb._locks`: ``fcntl.flock``, or
+while they write it: an exclusive lock (:mod:`gluon_bbb.io.locks`: ``fcntl.flock``, or
 ``msvcrt.locking`` on Windows) on the file :data:`LOCK_FILE` inside it. The operating
 system releases the lock when the process ends, however it ends (even by SIGKILL), so a
 crashed run never leaves the folder locked. While a process holds a folder, SIGTERM (``kill``'s
@@ -21,7 +21,7 @@ import threading
 import time
 
 from .._checks import check_int
-from .._locks import try_lock, unlock, waiting_lock
+from ..io.locks import try_lock, unlock, waiting_lock
 from ..io.checkpoint import remove_stale_temporary_files
 
 __all__ = ["LOCK_FILE", "RunFolderBusyError", "RunFolderLock", "Terminated", "waiting_lock",

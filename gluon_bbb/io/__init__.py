@@ -6,5 +6,6 @@
 - :mod:`~gluon_bbb.io.paramfile`: a network's parameters in a file that is checked to fit it;
 - :mod:`~gluon_bbb.io.sparse_weights`: pruned weights as index-value pairs;
 - :mod:`~gluon_bbb.io.optimizer_state`: an optimizer's state as plain arrays;
-- :mod:`~gluon_bbb.io.persistence`: a plain network with its optimizer state, saved and loaded.
+- :mod:`~gluon_bbb.io.persistence`: a plain network with its optimizer state, saved and loaded;
+- :mod:`~gluon_bbb.io.locks`: one exclusive file lock between processes (run folders, downloads).
 """

@@ -619,7 +619,7 @@ def test_gluon_bbb_imports_where_fcntl_does_not_exist():
 
 
 def test_the_fetcher_and_the_run_lock_share_one_lock():
-    from gluon_bbb import _locks
+    from gluon_bbb.io import locks as _locks
     from gluon_bbb.experiments import runlock
     assert fetch.waiting_lock is _locks.waiting_lock is runlock.waiting_lock
 
