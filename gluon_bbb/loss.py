@@ -144,11 +144,10 @@ class BBBLoss(gluon.loss.Loss):
     def hybrid_forward(self, F, pred, label, kl_weight, *complexity_inputs, **prior_params):
         nll = self.negative_log_likelihood(F, pred, label)
         if len(complexity_inputs) == 1:
-            if prior_params:
-                raise TypeError("a learnable or per-weight prior needs (pred, label, "
-                                "kl_weight, weights, sigmas, epsilons): a precomputed "
-                                "complexity has no gradient with respect to the prior and "
-                                "does not come from its arrays")
+            if self.prior.learnable:
+                raise TypeError("a learnable prior needs (pred, label, kl_weight, weights, "
+                                "sigmas, epsilons): a precomputed complexity has no gradient "
+                                "with respect to the prior's parameters")
             complexity = complexity_inputs[0]
         elif len(complexity_inputs) == 3:
             estimate = self.closed_form_complexity if self.kl == "closed_form" else self.complexity
