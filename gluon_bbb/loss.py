@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Optional
 
 from mxnet import gluon
@@ -141,14 +142,22 @@ class BBBLoss(gluon.loss.Loss):
         return F.add_n(*[self.prior.sum_kl(w - sigma * eps, sigma, F, prior_params, index)
                          for index, (w, sigma, eps) in enumerate(zip(weights, sigmas, epsilons))])
 
+    def forward(self, x, *args):
+        """As gluon's, but a per-weight prior's arrays that a precomputed complexity (the fused
+        operator's) leaves unused are not reported as unused when the graph is built."""
+        if len(args) != 3 or not self.prior.per_weight:
+            return super().forward(x, *args)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Parameter .* is not used by any computation")
+            return super().forward(x, *args)
+
     def hybrid_forward(self, F, pred, label, kl_weight, *complexity_inputs, **prior_params):
         nll = self.negative_log_likelihood(F, pred, label)
         if len(complexity_inputs) == 1:
-            if prior_params:
-                raise TypeError("a learnable or per-weight prior needs (pred, label, "
-                                "kl_weight, weights, sigmas, epsilons): a precomputed "
-                                "complexity has no gradient with respect to the prior and "
-                                "does not come from its arrays")
+            if self.prior.learnable:
+                raise TypeError("a learnable prior needs (pred, label, kl_weight, weights, "
+                                "sigmas, epsilons): a precomputed complexity has no gradient "
+                                "with respect to the prior's parameters")
             complexity = complexity_inputs[0]
         elif len(complexity_inputs) == 3:
             estimate = self.closed_form_complexity if self.kl == "closed_form" else self.complexity

@@ -213,8 +213,7 @@ class BBBTrainer:
         self.prior_params = list(prior.parameters().values())  # empty unless it is learnable
         self.fused, self.fused_reason = fused_path(self.ctx, self.posterior.dtype,
                                                    self.variational_params, self.fused_request,
-                                                   learnable_prior=prior.learnable,
-                                                   per_weight_prior=prior.per_weight)
+                                                   learnable_prior=prior.learnable)
         # A dict: gluon.Trainer orders its parameters by sorted name, the order in which
         # checkpoints store the optimizer state (posterior_* first, then a learned prior_*).
         trained = {p.name: p for p in self.variational_params + self.prior_params}

@@ -3,8 +3,9 @@
 One call of the operator ``gluon_bbb_variational`` does, for every weight tensor at once,
 what the pure-MXNet path does in dozens of operators: draw eps ~ N(0, 1) (counter-based,
 keyed from MXNet's seeded generator), sigma = softplus(rho), w = mu + sigma * eps (section 3.2, step 2), and the
-complexity sum_j [log q(w_j | theta) - log P(w_j)] of Eq. (8); its backward pass gives the
-gradients with respect to mu and rho. Helpers share the library: ``gluon_bbb_finite_guard``
+complexity sum_j [log q(w_j | theta) - log P(w_j)] of Eq. (8) (or its closed form), with P
+shared by all weights or a per-weight DiagonalGaussianPrior (:func:`prior_inputs`); its backward
+pass gives the gradients with respect to mu and rho. Helpers share the library: ``gluon_bbb_finite_guard``
 (:func:`finite_guard`, the skip of a non-finite step in one pass), ``gluon_bbb_adam`` and
 ``gluon_bbb_sgd`` (MXNet's Adam and SGD rules over all tensors in one pass, used by
 :mod:`gluon_bbb.fused.optimizers`) and ``gluon_bbb_normal``
@@ -26,8 +27,8 @@ and logs the reason (``trainer.fused``, ``trainer.fused_reason``).
 from .build import (COMPILE_FLAGS, ENV_SWITCH, NORMAL_OP_NAME, OP_NAME, OPERATORS, SOURCE,
                     FusedStatus, fused_status, load_fused_op)
 from .operators import (FiniteGuard, finite_guard, fused_path, normal_sample, prior_attributes,
-                        variational_sample)
+                        prior_inputs, variational_sample)
 
 __all__ = ["FusedStatus", "FiniteGuard", "fused_status", "fused_path", "load_fused_op",
-           "variational_sample", "finite_guard", "normal_sample", "prior_attributes", "OP_NAME",
+           "variational_sample", "finite_guard", "normal_sample", "prior_attributes", "prior_inputs", "OP_NAME",
            "NORMAL_OP_NAME", "OPERATORS", "ENV_SWITCH", "SOURCE", "COMPILE_FLAGS"]

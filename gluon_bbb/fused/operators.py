@@ -8,22 +8,49 @@ from typing import Optional, Sequence
 import numpy as np
 from mxnet import nd
 
-from ..priors import GaussianPrior, Prior, ScaleMixturePrior
+from ..priors import DiagonalGaussianPrior, GaussianPrior, Prior, ScaleMixturePrior
 from .build import NORMAL_OP_NAME, OP_NAME, fused_status, load_fused_op
 
 __all__ = ["FiniteGuard", "fused_path", "variational_sample", "finite_guard", "normal_sample",
-           "prior_attributes"]
+           "prior_attributes", "prior_inputs"]
 
 logger = logging.getLogger(__name__)
 
 
 def prior_attributes(prior):
     """The operator's attributes for a prior (floats written with full precision; a learned
-    prior's current values, read once)."""
+    prior's current values, read once). A per-weight prior's arrays are inputs instead
+    (:func:`prior_inputs`)."""
+    if isinstance(prior, DiagonalGaussianPrior):
+        return {"prior": "diagonal"}
     if isinstance(prior, (ScaleMixturePrior, GaussianPrior)):
         kind = "mixture" if isinstance(prior, ScaleMixturePrior) else "gaussian"
         return {"prior": kind, **{name: repr(value) for name, value in prior.values().items()}}
-    raise TypeError(f"the fused operator supports GaussianPrior and ScaleMixturePrior, got {prior!r}")
+    raise TypeError("the fused operator supports GaussianPrior, ScaleMixturePrior and "
+                    f"DiagonalGaussianPrior, got {prior!r}")
+
+
+def prior_inputs(prior: Prior, mus: Sequence[nd.NDArray]) -> tuple:
+    """The operator's inputs that hold the prior: a per-weight prior's means and standard
+    deviations for the weight tensors ``mus`` (on their context, in their dtype), none for a
+    prior shared by all weights.
+
+    The operator takes its inputs in groups of ``num_tensors``: mu, rho [, eps], m, s. A call
+    that repeats the tensor lists (several draws of the same tensors) repeats ``m`` and ``s``
+    the same way.
+
+    Parameters
+    ----------
+    prior : Prior
+    mus : list of K NDArrays, the posterior's means, in the prior's tensor order
+
+    Returns
+    -------
+    (means, stds) : two lists of K NDArrays of the shapes of ``mus``, or two empty lists
+    """
+    if not prior.per_weight:
+        return [], []
+    return prior.arrays(mus)
 
 
 def variational_sample(mus: Sequence[nd.NDArray], rhos: Sequence[nd.NDArray], prior: Prior,
@@ -40,7 +67,9 @@ def variational_sample(mus: Sequence[nd.NDArray], rhos: Sequence[nd.NDArray], pr
     Parameters
     ----------
     mus, rhos : lists of K NDArrays on the CPU, float32 or float64, pairwise the same shape
-    prior : GaussianPrior or ScaleMixturePrior
+    prior : GaussianPrior, ScaleMixturePrior or DiagonalGaussianPrior
+        A DiagonalGaussianPrior over the K tensors (in their order) hands the operator its
+        arrays, on the mus' context and in their dtype (:func:`prior_inputs`).
     epsilons : list of K NDArrays, optional
         Use this noise instead of drawing it (for tests and cross-checks).
     key : int in [0, 2^64), optional
@@ -53,8 +82,8 @@ def variational_sample(mus: Sequence[nd.NDArray], rhos: Sequence[nd.NDArray], pr
         it again from its key.
     kl : {'monte_carlo', 'closed_form'}
         The complexity: the paper's Monte Carlo estimate log q(w | theta) - log P(w) at the
-        sample, or (a GaussianPrior only) its expectation KL(q || P) in closed form, the
-        estimator of ``BBBLoss(kl='closed_form')``.
+        sample, or (a GaussianPrior or DiagonalGaussianPrior) its expectation KL(q || P) in
+        closed form, the estimator of ``BBBLoss(kl='closed_form')``.
     keep_eps : bool
         With ``return_eps=False``: keep the drawn eps (and, with the scale mixture, d log P / dw)
         inside the operator's library for this draw's backward pass, which costs less than
@@ -74,7 +103,8 @@ def variational_sample(mus: Sequence[nd.NDArray], rhos: Sequence[nd.NDArray], pr
     -------
     weights : list of K NDArrays, the sample w
     complexity : NDArray, (1,), sum over all weights of log q(w | theta) - log P(w), or
-        KL(q || P) with ``kl='closed_form'``
+        KL(q || P) with ``kl='closed_form'``; with a DiagonalGaussianPrior it also has
+        gradients with respect to the prior's arrays (unused by a fixed prior)
     epsilons : list of K NDArrays, the noise used; None with ``return_eps=False``
     """
     load_fused_op()
@@ -82,13 +112,16 @@ def variational_sample(mus: Sequence[nd.NDArray], rhos: Sequence[nd.NDArray], pr
         raise ValueError(f"need one rho per mu, got {len(mus)} mu and {len(rhos)} rho")
     if kl not in ("monte_carlo", "closed_form"):
         raise ValueError(f"unknown kl {kl!r}; expected 'monte_carlo' or 'closed_form'")
-    if kl == "closed_form" and not isinstance(prior, GaussianPrior):
-        raise ValueError(f"kl='closed_form' needs a GaussianPrior, got {type(prior).__name__}")
+    if kl == "closed_form" and not isinstance(prior, (GaussianPrior, DiagonalGaussianPrior)):
+        raise ValueError("kl='closed_form' needs a GaussianPrior or DiagonalGaussianPrior, got "
+                         f"{type(prior).__name__}")
     inputs = list(mus) + list(rhos)
     if epsilons is not None:
         if len(epsilons) != len(mus):
             raise ValueError(f"need one eps per mu, got {len(epsilons)} eps and {len(mus)} mu")
         inputs += list(epsilons)
+    means, stds = prior_inputs(prior, mus)
+    inputs += means + stds
     outputs = getattr(nd, OP_NAME)(*inputs, num_tensors=len(mus),
                                    eps_given=int(epsilons is not None),
                                    return_eps=int(bool(return_eps)),
@@ -162,7 +195,7 @@ class FiniteGuard:
         return finite
 
 
-def fused_path(ctx, dtype, params, requested=None, learnable_prior=False, per_weight_prior=False):
+def fused_path(ctx, dtype, params, requested=None, learnable_prior=False):
     """Whether a trainer's steps can use the fused operator, and why not; logs the reason
     when falling back.
 
@@ -174,10 +207,8 @@ def fused_path(ctx, dtype, params, requested=None, learnable_prior=False, per_we
     requested : bool or None
         None: use it when it is available. False: never. True: require it.
     learnable_prior : bool
-        The prior is trained: the operator's complexity has no gradient with respect to it.
-    per_weight_prior : bool
-        The prior has its own values for each weight (a DiagonalGaussianPrior): the operator
-        takes one prior for all weights.
+        The prior is trained: the operator's complexity has no gradient with respect to a
+        shared prior's parameters. (A per-weight prior, DiagonalGaussianPrior, runs fused.)
 
     Returns
     -------
@@ -199,10 +230,6 @@ def fused_path(ctx, dtype, params, requested=None, learnable_prior=False, per_we
     elif learnable_prior:
         reason = ("the prior is learnable, and the fused operator's complexity has no gradient "
                   "with respect to the prior's parameters")
-    elif per_weight_prior:
-        reason = ("the prior has its own mean and standard deviation for each weight "
-                  "(DiagonalGaussianPrior), and the fused operator takes one Gaussian or "
-                  "scale-mixture prior for all weights")
     else:
         reason = fused_status().reason
     if not reason:

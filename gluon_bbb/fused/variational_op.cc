@@ -6,7 +6,9 @@
 // Operator `gluon_bbb_variational`, over K weight tensors at once:
 //
 //   inputs   mu_1..mu_K, rho_1..rho_K [, eps_1..eps_K when eps_given=1]
-//   attributes  num_tensors, prior (gaussian: sigma; mixture: pi, sigma1, sigma2), and optional
+//            [, m_1..m_K, s_1..s_K with prior=diagonal]
+//   attributes  num_tensors, prior (gaussian: sigma; mixture: pi, sigma1, sigma2; diagonal: its
+//               means m and standard deviations s are inputs), and optional
 //               kl (monte_carlo, closed_form), eps_given, return_eps, keep_eps, key
 //   outputs  w_1..w_K, complexity (shape (1,)), key (shape (8,)) [, eps_1..eps_K when return_eps=1]
 //
@@ -15,9 +17,11 @@
 //   w = mu + sigma * eps              (paper, section 3.2, step 2)
 //   complexity = sum_j [log q(w_j | theta) - log P(w_j)]      (the bracket of Eq. 8)
 //   log q = -log sigma - eps^2 / 2 - log(2 pi) / 2            (reparameterised form)
-//   log P: Gaussian N(0, s^2), or the scale mixture of Eq. (7)
-//   with kl=closed_form (Gaussian prior only), the complexity is instead its expectation under
-//   q, KL(q || P) = sum_j [log(s / sigma_j) + (sigma_j^2 + mu_j^2) / (2 s^2) - 1/2]
+//   log P: Gaussian N(0, s^2), the scale mixture of Eq. (7), or the per-weight (diagonal)
+//          Gaussian N(m_j, s_j^2) of Bayesian updating
+//   with kl=closed_form (a Gaussian or diagonal prior), the complexity is instead its expectation
+//   under q, KL(q || P) = sum_j [log(s_j / sigma_j) + (sigma_j^2 + (mu_j - m_j)^2) / (2 s_j^2)
+//   - 1/2] (m_j = 0 and s_j = s for the Gaussian prior)
 //   key: the 64-bit key of the noise, then the id of the draw's kept noise (0 when not kept),
 //        each in four 16-bit pieces, exact in float32
 //
@@ -25,7 +29,8 @@
 // estimate does), which spares MXNet's zero gradients for it: with keep_eps=1 the forward keeps
 // it for its own backward pass (see "the forward's noise, kept"); otherwise, or when the store
 // no longer holds it, the backward pass draws it again from the key.
-// The backward pass gives d/dmu and d/drho of (the net's loss through w) + g * complexity.
+// The backward pass gives d/dmu and d/drho of (the net's loss through w) + g * complexity, and
+// with prior=diagonal also d/dm and d/ds of g * complexity (the prior's arrays as inputs).
 //
 // Determinism: eps_j of tensor t is Philox4x32-10 of the counter (j / 4, t) under a 64-bit key
 // (see "normal noise"), with the key drawn from MXNet's seeded CPU random state 0 at each call
@@ -199,6 +204,7 @@ inline T sigmoid(T rho) {
 // ------------------------------------------------------------------ priors
 struct Prior {
   bool mixture = false;
+  bool diagonal = false;  // per-weight means and standard deviations, given as inputs
   // Gaussian: log P(w) = c1 - k1 w^2. Mixture: log(exp(c1 - k1 w^2) + exp(c2 - k2 w^2)).
   double c1 = 0, k1 = 0, c2 = 0, k2 = 0;
 };
@@ -600,6 +606,83 @@ void kl_backward_chunk(const PriorT<T, false>& prior, T g_complexity, const T* g
   }
 }
 
+// The per-weight (diagonal) prior N(m_j, s_j^2), its arrays read alongside mu and rho.
+// Monte Carlo: sum_j [log(s_j / sigma_j) - eps_j^2 / 2 + z_j^2 / 2], z = (w - m) / s, over one
+// chunk, also writing w (log q - log P with the -log(2 pi)/2 of each cancelled).
+template <typename T>
+double diag_forward_chunk(const T* mu, const T* rho, const T* eps, const T* m, const T* s, T* w,
+                          int64_t n) {
+  T acc = T(0);
+#pragma omp simd reduction(+ : acc)
+  for (int64_t i = 0; i < n; ++i) {
+    const T sigma = softplus(rho[i]);
+    const T wi = mu[i] + sigma * eps[i];
+    w[i] = wi;
+    const T z = (wi - m[i]) / s[i];
+    acc += log_(s[i] / sigma) + T(0.5) * (z * z - eps[i] * eps[i]);
+  }
+  return static_cast<double>(acc);
+}
+
+// Its backward: d log P / dw = -(w - m) / s^2, so
+//   d/dmu = g_w + g (w - m) / s^2,  d/dsigma = g_w eps + g (-1/sigma + eps (w - m) / s^2),
+//   d/dm = -g (w - m) / s^2,        d/ds = g (1 - z^2) / s.
+template <typename T>
+void diag_backward_chunk(T g_complexity, const T* g_w, const T* rho, const T* eps, const T* w,
+                         const T* m, const T* s, T* g_mu, T* g_rho, T* g_m, T* g_s, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    T sigma, dsigma_drho;
+    softplus_and_sigmoid(rho[i], &sigma, &dsigma_drho);
+    const T inv_s = T(1) / s[i];
+    const T z = (w[i] - m[i]) * inv_s;
+    const T pull = g_complexity * z * inv_s;  // g (w - m) / s^2 = -g d log P / dw
+    const T gw = g_w ? g_w[i] : T(0);
+    g_mu[i] = gw + pull;
+    g_rho[i] = dsigma_drho * (gw * eps[i] + g_complexity * (-T(1) / sigma) + pull * eps[i]);
+    g_m[i] = -pull;
+    g_s[i] = g_complexity * (T(1) - z * z) * inv_s;
+  }
+}
+
+// Closed form: sum_j [(r_j^2 - 1) / 2 - log r_j + d_j^2 / 2], r = sigma / s, d = (mu - m) / s,
+// over one chunk, also writing w.
+template <typename T>
+double diag_kl_forward_chunk(const T* mu, const T* rho, const T* eps, const T* m, const T* s,
+                             T* w, int64_t n) {
+  T acc = T(0);
+#pragma omp simd reduction(+ : acc)
+  for (int64_t i = 0; i < n; ++i) {
+    const T sigma = softplus(rho[i]);
+    w[i] = mu[i] + sigma * eps[i];
+    const T inv_s = T(1) / s[i];
+    const T d = (mu[i] - m[i]) * inv_s;
+    acc += kl_scales(sigma, s[i], inv_s) + T(0.5) * d * d;
+  }
+  return static_cast<double>(acc);
+}
+
+// Its backward: d KL / d mu = d / s, d KL / d sigma = (sigma - s)(sigma + s) / (s^2 sigma),
+// d KL / d m = -d / s, d KL / d s = ((s - sigma)(s + sigma) / s^2 - d^2) / s.
+template <typename T>
+void diag_kl_backward_chunk(T g_complexity, const T* g_w, const T* mu, const T* rho,
+                            const T* eps, const T* m, const T* s, T* g_mu, T* g_rho, T* g_m,
+                            T* g_s, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    T sigma, dsigma_drho;
+    softplus_and_sigmoid(rho[i], &sigma, &dsigma_drho);
+    const T inv_s = T(1) / s[i];
+    const T d = (mu[i] - m[i]) * inv_s;
+    const T gw = g_w ? g_w[i] : T(0);
+    const T spread = (sigma - s[i]) * (sigma + s[i]) * inv_s * inv_s;  // r^2 - 1
+    g_mu[i] = gw + g_complexity * d * inv_s;
+    g_rho[i] = dsigma_drho * (gw * eps[i] + g_complexity * spread / sigma);
+    g_m[i] = -g_complexity * d * inv_s;
+    g_s[i] = -g_complexity * (spread + d * d) * inv_s;
+  }
+}
+
 // prior_grad: d log P / dw as the forward kept it, or nullptr to compute it from w.
 template <typename T, bool Mixture, bool PriorGradGiven>
 void backward_chunk(const PriorT<T, Mixture>& prior, T g_complexity, const T* g_w, const T* rho,
@@ -715,15 +798,18 @@ MXReturnValue parse(const std::unordered_map<std::string, std::string>& attrs, A
     out->prior.k1 = 0.5 / (s1 * s1);
     out->prior.c2 = std::log1p(-pi) - std::log(s2);
     out->prior.k2 = 0.5 / (s2 * s2);
+  } else if (kind == "diagonal") {
+    out->prior.diagonal = true;
   } else {
-    MX_ERROR_MSG << "gluon_bbb_variational: attribute prior must be 'gaussian' or 'mixture'";
+    MX_ERROR_MSG << "gluon_bbb_variational: attribute prior must be 'gaussian', 'mixture' or "
+                 << "'diagonal'";
     return MX_FAIL;
   }
   auto kl = attrs.find("kl");
   const std::string estimator = kl == attrs.end() ? "monte_carlo" : kl->second;
   if (estimator == "closed_form") {
     if (out->prior.mixture) {
-      MX_ERROR_MSG << "gluon_bbb_variational: kl=closed_form needs the Gaussian prior";
+      MX_ERROR_MSG << "gluon_bbb_variational: kl=closed_form needs a Gaussian or diagonal prior";
       return MX_FAIL;
     }
     out->closed_form = true;
@@ -734,11 +820,15 @@ MXReturnValue parse(const std::unordered_map<std::string, std::string>& attrs, A
   return MX_SUCCESS;
 }
 
+// The forward's inputs: mu, rho [, eps] [, m, s], num_tensors each.
+int prior_input0(const Attrs& a) { return (a.eps_given ? 3 : 2) * a.num_tensors; }
+int num_inputs(const Attrs& a) { return prior_input0(a) + (a.prior.diagonal ? 2 : 0) * a.num_tensors; }
+
 MXReturnValue parse_attrs(const std::unordered_map<std::string, std::string>& attrs,
                           int* num_in, int* num_out) {
   Attrs a;
   if (parse(attrs, &a) != MX_SUCCESS) return MX_FAIL;
-  *num_in = (a.eps_given ? 3 : 2) * a.num_tensors;
+  *num_in = num_inputs(a);
   *num_out = (a.return_eps ? 2 : 1) * a.num_tensors + 2;
   return MX_SUCCESS;
 }
@@ -774,6 +864,16 @@ MXReturnValue infer_shape(const std::unordered_map<std::string, std::string>& at
         MX_ERROR_MSG << "gluon_bbb_variational: tensor " << t << ": "
                      << (group == 1 ? "rho" : "eps") << " and mu have different shapes";
         return MX_FAIL;
+      }
+    }
+    if (a.prior.diagonal) {
+      for (int group = 0; group < 2; ++group) {
+        if (in_shapes->at(prior_input0(a) + group * k + t) != mu) {
+          MX_ERROR_MSG << "gluon_bbb_variational: tensor " << t << ": the prior's "
+                       << (group == 0 ? "means" : "standard deviations")
+                       << " and mu have different shapes";
+          return MX_FAIL;
+        }
       }
     }
     out_shapes->at(t) = mu;
@@ -830,7 +930,7 @@ NoiseStore::Contents kept_contents(Key key, const std::vector<int64_t>& sizes, i
   return contents;
 }
 
-template <typename T, bool Mixture, bool ClosedForm>
+template <typename T, bool Mixture, bool ClosedForm, bool Diagonal = false>
 MXReturnValue forward_typed(const Attrs& a, std::vector<MXTensor>* inputs,
                             std::vector<MXTensor>* outputs, const OpResource& res) {
   const int k = a.num_tensors;
@@ -887,12 +987,18 @@ MXReturnValue forward_typed(const Attrs& a, std::vector<MXTensor>* inputs,
         }
         eps = drawn;
       }
-      if constexpr (ClosedForm)  // instantiated with the Gaussian prior only
+      if constexpr (Diagonal) {
+        const T* m = inputs->at(prior_input0(a) + t).data<T>() + ch.begin;
+        const T* s = inputs->at(prior_input0(a) + k + t).data<T>() + ch.begin;
+        partial[c] = ClosedForm ? diag_kl_forward_chunk(mu, rho, eps, m, s, w, ch.size)
+                                : diag_forward_chunk(mu, rho, eps, m, s, w, ch.size);
+      } else if constexpr (ClosedForm) {  // instantiated with the Gaussian prior only
         partial[c] = kl_forward_chunk(prior, mu, rho, eps, w, ch.size);
-      else
+      } else {
         partial[c] = forward_chunk(prior, mu, rho, eps, w, ch.size,
                                    kept_prior_grad ? kept_prior_grad + offsets[t] + ch.begin
                                                    : nullptr);
+      }
     }
   }
   // Both log q and log P carry -log(2 pi)/2 per value; they cancel and are left out.
@@ -903,12 +1009,12 @@ MXReturnValue forward_typed(const Attrs& a, std::vector<MXTensor>* inputs,
   return MX_SUCCESS;
 }
 
-template <typename T, bool Mixture, bool ClosedForm>
+template <typename T, bool Mixture, bool ClosedForm, bool Diagonal = false>
 MXReturnValue backward_typed(const Attrs& a, std::vector<MXTensor>* inputs,
                              std::vector<MXTensor>* outputs) {
   // inputs: gradients of the forward's outputs, then its inputs, then its outputs.
   const int k = a.num_tensors;
-  const int num_fwd_inputs = (a.eps_given ? 3 : 2) * k;
+  const int num_fwd_inputs = num_inputs(a);
   const int num_fwd_outputs = (a.return_eps ? 2 : 1) * k + 2;
   const int in0 = num_fwd_outputs, out0 = in0 + num_fwd_inputs;
   const PriorT<T, Mixture> prior(a.prior);
@@ -952,7 +1058,20 @@ MXReturnValue backward_typed(const Attrs& a, std::vector<MXTensor>* inputs,
       }
       T* g_mu = outputs->at(t).data<T>() + ch.begin;
       T* g_rho = outputs->at(k + t).data<T>() + ch.begin;
-      if constexpr (ClosedForm) {
+      if constexpr (Diagonal) {
+        const int p0 = prior_input0(a);
+        const T* m = inputs->at(in0 + p0 + t).data<T>() + ch.begin;
+        const T* s = inputs->at(in0 + p0 + k + t).data<T>() + ch.begin;
+        T* g_m = outputs->at(p0 + t).data<T>() + ch.begin;
+        T* g_s = outputs->at(p0 + k + t).data<T>() + ch.begin;
+        const T* gw = g_w ? g_w + ch.begin : nullptr;
+        if (ClosedForm)
+          diag_kl_backward_chunk(g_complexity, gw, inputs->at(in0 + t).data<T>() + ch.begin, rho,
+                                 eps, m, s, g_mu, g_rho, g_m, g_s, ch.size);
+        else
+          diag_backward_chunk(g_complexity, gw, rho, eps, w, m, s, g_mu, g_rho, g_m, g_s,
+                              ch.size);
+      } else if constexpr (ClosedForm) {
         const T* mu = inputs->at(in0 + t).data<T>() + ch.begin;
         kl_backward_chunk(prior, g_complexity, g_w ? g_w + ch.begin : nullptr, mu, rho,
                           eps, g_mu, g_rho, ch.size);
@@ -979,6 +1098,12 @@ MXReturnValue forward(const std::unordered_map<std::string, std::string>& attrs,
   Attrs a;
   if (parse(attrs, &a) != MX_SUCCESS) return MX_FAIL;
   const bool f64 = inputs->at(0).dtype == kFloat64;
+  if (a.prior.diagonal && a.closed_form)
+    return f64 ? forward_typed<double, false, true, true>(a, inputs, outputs, res)
+               : forward_typed<float, false, true, true>(a, inputs, outputs, res);
+  if (a.prior.diagonal)
+    return f64 ? forward_typed<double, false, false, true>(a, inputs, outputs, res)
+               : forward_typed<float, false, false, true>(a, inputs, outputs, res);
   if (a.prior.mixture)
     return f64 ? forward_typed<double, true, false>(a, inputs, outputs, res)
                : forward_typed<float, true, false>(a, inputs, outputs, res);
@@ -995,6 +1120,12 @@ MXReturnValue backward(const std::unordered_map<std::string, std::string>& attrs
   Attrs a;
   if (parse(attrs, &a) != MX_SUCCESS) return MX_FAIL;
   const bool f64 = inputs->at(0).dtype == kFloat64;
+  if (a.prior.diagonal && a.closed_form)
+    return f64 ? backward_typed<double, false, true, true>(a, inputs, outputs)
+               : backward_typed<float, false, true, true>(a, inputs, outputs);
+  if (a.prior.diagonal)
+    return f64 ? backward_typed<double, false, false, true>(a, inputs, outputs)
+               : backward_typed<float, false, false, true>(a, inputs, outputs);
   if (a.prior.mixture)
     return f64 ? backward_typed<double, true, false>(a, inputs, outputs)
                : backward_typed<float, true, false>(a, inputs, outputs);

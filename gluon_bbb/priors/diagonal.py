@@ -30,9 +30,8 @@ class DiagonalGaussianPrior(Prior):
     inputs of the cost, not constants of its graph, so a checkpoint can restore them and
     training never changes them. They are stored in a checkpoint's arrays (as
     ``'prior:mean<i>'`` and ``'prior:std<i>'``); :meth:`config` holds only their shapes.
-    The fused operator supports only priors shared by all weights: a
-    :class:`~gluon_bbb.BBBTrainer` with this prior takes the pure-MXNet path and says so in
-    ``fused_reason`` (``fused=True`` is a RuntimeError).
+    The fused operator takes the arrays as inputs (:meth:`arrays`), for both complexities, so a
+    :class:`~gluon_bbb.BBBTrainer` with this prior runs on the fused path where it is available.
 
     Parameters
     ----------
@@ -130,6 +129,30 @@ class DiagonalGaussianPrior(Prior):
                 raise ValueError(f"weight tensor {i} ({name}) has shape {shape}, the prior's "
                                  f"tensor {i} has {own}: it was made from another network's "
                                  "posterior")
+
+    def arrays(self, likes: Sequence) -> tuple:
+        """The means and standard deviations of every weight tensor as NDArrays on the context
+        and in the dtype of ``likes`` (the posterior's mu, say), for the fused operator.
+
+        Parameters
+        ----------
+        likes : list of NDArrays, one per weight tensor, of the prior's shapes
+
+        Returns
+        -------
+        (means, stds) : two lists of NDArrays, the prior's own arrays (not copies: read only)
+        """
+        if len(likes) != len(self.shapes):
+            raise ValueError(f"the prior covers {len(self.shapes)} weight tensors, got "
+                             f"{len(likes)}")
+        for index, like in enumerate(likes):
+            if tuple(like.shape) != self.shapes[index]:
+                raise ValueError(f"weight tensor {index} has shape {tuple(like.shape)}, the "
+                                 f"prior's has {self.shapes[index]}")
+        ctx = likes[0].context
+        self.initialize(ctx, np.dtype(likes[0].dtype).name)
+        return ([self._constants[f"mean{i}"].data(ctx) for i in range(len(likes))],
+                [self._constants[f"std{i}"].data(ctx) for i in range(len(likes))])
 
     def _arrays(self, F, like, raw, index):
         """(m, s) of weight tensor ``index``: from ``raw`` inside a graph, else the arrays on

@@ -1,7 +1,7 @@
 """The per-weight diagonal Gaussian prior of Bayesian updating: log density, closed-form KL and
 the Monte Carlo complexity against float64 NumPy references, gradients against central
 differences, the imperative and hybridized costs alike, the snapshot that training never moves,
-the pure-MXNet path it takes, shape checks, and checkpoints with exact resume."""
+the fused path it takes, shape checks, and checkpoints with exact resume."""
 import decimal
 import json
 import zipfile
@@ -11,12 +11,13 @@ import numpy as np
 import pytest
 from mxnet import autograd, gluon, nd
 
-from gluon_bbb import (BBBLoss, BBBTrainer, DiagonalGaussianPrior, GaussianPrior,
+from gluon_bbb import (BBBLoss, BBBTrainer, DiagonalGaussianPrior, GaussianPrior, fused,
                        prior_from_config)
 from gluon_bbb._math import kl_normal_scales
 from gluon_bbb.data.loaders import ArrayLoader, EpochShuffled
 from gluon_bbb.io.checkpoint import CheckpointError, read_checkpoint
 
+from fused_paths import fused_or_skip
 import reference as ref
 from synthetic import blobs
 from test_loss import bbb_cost, tiny_problem
@@ -320,13 +321,16 @@ def test_from_posterior_is_a_snapshot_that_training_never_moves(task_a_prior):
     assert trainer.history[-1]["complexity"] > 0
 
 
-def test_the_prior_takes_the_pure_mxnet_path_and_fused_true_is_refused(task_a_prior):
+def test_the_prior_takes_the_fused_path_where_it_is_available(task_a_prior, monkeypatch):
+    """The fused operator takes the prior's arrays (tests/fused/test_fused_diagonal_prior.py
+    pins its values and gradients): no fallback for a per-weight prior."""
+    monkeypatch.setenv(fused.ENV_SWITCH, "1")
+    fused_or_skip()
     trainer = _task_b(_copy(task_a_prior[0]))
-    assert not trainer.fused
-    assert "DiagonalGaussianPrior" in trainer.fused_reason
-    assert "one Gaussian or scale-mixture prior for all weights" in trainer.fused_reason
-    with pytest.raises(RuntimeError, match="fused=True, but the prior has its own mean"):
-        _task_b(_copy(task_a_prior[0]), fused=True)
+    assert trainer.fused and trainer.fused_reason == ""
+    assert _task_b(_copy(task_a_prior[0]), fused=True).fused
+    pure = _task_b(_copy(task_a_prior[0]), fused=False)
+    assert not pure.fused and "fused=False" in pure.fused_reason
 
 
 def test_a_prior_of_another_network_is_refused(task_a_prior):
