@@ -36,13 +36,16 @@ def add_parsers(commands):
     natural, count = number(int, 1, True), number(int, 0, True)
     run.add_argument("--tasks", type=natural, default=None,
                      help="tasks to learn (default: the setting's, 5; the paper's text: 10)")
-    run.add_argument("--epochs", type=natural, default=None, help="epochs a task (default: the setting's)")
+    run.add_argument("--epochs", type=natural, default=None,
+                     help="epochs a task (default: the setting's)")
     run.add_argument("--ml-start-epochs", type=natural, default=None,
-                     help="plain epochs on task 1 that start the ML-start method's means (default: the setting's)")
+                     help="plain epochs on task 1 that start the ML-start method's means "
+                          "(default: the setting's)")
     run.add_argument("--train-samples", type=natural, default=None,
                      help="weight draws a training step (default: the setting's)")
     run.add_argument("--eval-samples", type=count, default=None,
-                     help="sampled networks averaged to score a task (0: the posterior mean) (default: the setting's)")
+                     help="sampled networks averaged to score a task, 0 for the posterior mean "
+                          "(default: the setting's)")
     run.add_argument("--train-per-task", type=natural, default=None,
                      help="MNIST's first training images, each task (default: the setting's)")
     run.add_argument("--test-per-task", type=natural, default=None,

@@ -329,7 +329,8 @@ def _read_state(run_dir, settings, data_id):
     if done < 1:
         raise CheckpointError(f"{path}: tasks_done must be >= 1, got {done}")
     if done > settings["NUM_TASKS"]:
-        raise ValueError(f"{run_dir} holds {done} finished tasks, more than the {settings['NUM_TASKS']} "
+        raise ValueError(f"{run_dir} holds {done} finished tasks, more than the "
+                         f"{settings['NUM_TASKS']} "
                          "asked for; ask for at least as many")
     _check_measured(measured, settings["METHODS"], done, path)
     states = {}

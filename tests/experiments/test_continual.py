@@ -126,7 +126,8 @@ def test_a_resumed_run_writes_the_uninterrupted_record(uninterrupted, tmp_path, 
 def test_a_longer_run_extends_a_finished_one_with_the_last_posterior_as_prior(
         uninterrupted, tmp_path, data, monkeypatch):
     """Task 3's prior is task 2's posterior: its means are the stored mu bit for bit, its
-    standard deviations softplus(rho) in float64 NumPy (to float32's rounding); the run is the uninterrupted one."""
+    standard deviations softplus(rho) in float64 NumPy (to float32's rounding); the run is the
+    uninterrupted one."""
     _, expected, _ = uninterrupted
     folder = tmp_path / "run"
     first = continual.run_continual(str(folder), tiny(NUM_TASKS=2), data=data)
