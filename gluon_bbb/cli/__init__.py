@@ -14,6 +14,7 @@ Examples::
     gluon-bbb search --epochs 20 --max-trials 10 --output-dir results/search
     gluon-bbb uncertainty results/bbb-mixture-400 results/sgd-400 --output-dir docs/uncertainty
     gluon-bbb bandit --steps 2000 --output-dir results/bandit     # the mushroom bandit
+    gluon-bbb continual --setting vcl --tasks 10 --run-dir runs/vcl  # resumable, task by task
     gluon-bbb data fetch                                         # every data set, verified
 
 ``train`` (hyperparameters of your own), ``reproduce`` (one of the paper's configurations) and
@@ -24,11 +25,12 @@ each ``search`` trial write one run-folder format, described in
 read any of them and use the best epoch. ``prune`` adds ``pruning.json`` and ``pruning.md``
 (the paper's Table 2), ``plot`` the PNG figures, ``uncertainty`` ``uncertainty.json`` and
 ``uncertainty.md`` (:mod:`gluon_bbb.experiments.uncertainty_eval`); ``bandit`` writes the
-folder described in :mod:`gluon_bbb.experiments.bandit_run`.
+folder described in :mod:`gluon_bbb.experiments.bandit_run`, ``continual`` the one described in
+:mod:`gluon_bbb.experiments.continual`.
 
 Each command group is one module of this package, owning its parser and its command:
 ``train``, ``runs`` (evaluate, prune, plot), ``reproduce`` (reproduce, reproduce-report),
-``search`` (search, search-report), ``uncertainty``, ``bandit`` and ``data`` (fetch, list,
+``search`` (search, search-report), ``uncertainty``, ``bandit``, ``continual`` and ``data`` (fetch, list,
 verify); ``common`` holds what they share.
 """
 import argparse
@@ -37,7 +39,7 @@ import sys
 from ..experiments.machine import recorded_command
 from ..trainer import NonFiniteLossError
 from ..version import __version__
-from . import bandit, data, reproduce, runs, search, train, uncertainty
+from . import bandit, continual, data, reproduce, runs, search, train, uncertainty
 from .common import PROG
 
 __all__ = ["build_parser", "main"]
@@ -50,7 +52,7 @@ def build_parser():
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
 
-    for module in (train, runs, reproduce, search, uncertainty, bandit, data):
+    for module in (train, runs, reproduce, search, uncertainty, bandit, continual, data):
         module.add_parsers(commands)
     return parser
 

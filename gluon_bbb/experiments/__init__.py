@@ -19,6 +19,7 @@ module                 what it does
 ``uncertainty_eval``   calibration, out-of-distribution detection and refusal of run folders
 ``bandit_settings``    the mushroom bandit's settings, checked, and the agents they make
 ``bandit_run``         the mushroom bandit's agents, resumable, with their summary
+``continual``          permuted-MNIST continual learning (VCL), resumable task by task
 =====================  ===================================================================
 
 The protocol's main names are re-exported here::
@@ -33,8 +34,8 @@ The protocol's main names are re-exported here::
 """
 import importlib
 
-from . import (bandit_run, bandit_settings, configs, protocol, runfolder, runners, spaces,
-               uncertainty_eval, wording)
+from . import (bandit_run, bandit_settings, configs, continual, protocol, runfolder, runners,
+               spaces, uncertainty_eval, wording)
 from .configs import (CONFIGS, CUSTOM, DESCRIPTIONS, EXTRA_KEYS, PAPER_GRID, PAPER_TEST_ERROR,
                       SEARCH_KEYS, custom_config, get_config, learning_rate_schedule)
 from .protocol import evaluate_run, load_network, report, results_table, run
@@ -43,7 +44,7 @@ from .runners import make_runner
 from .wording import describe, parse_setting
 from .spaces import grid_settings, sample_settings, search_space
 
-__all__ = ["bandit_run", "bandit_settings", "configs", "protocol", "runfolder", "runners", "search",
+__all__ = ["bandit_run", "bandit_settings", "configs", "continual", "protocol", "runfolder", "runners", "search",
            "search_report", "spaces", "uncertainty_eval", "wording", "CONFIGS", "CUSTOM",
            "DESCRIPTIONS",
            "EXTRA_KEYS", "PAPER_GRID", "PAPER_TEST_ERROR", "SEARCH_KEYS", "custom_config",
