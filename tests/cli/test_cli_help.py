@@ -6,7 +6,7 @@ import pytest
 from gluon_bbb.cli import main
 
 COMMANDS = ["train", "evaluate", "prune", "plot", "reproduce", "reproduce-report", "search",
-            "search-report", "uncertainty", "bandit", "data"]
+            "search-report", "uncertainty", "bandit", "data", "continual"]
 
 
 def help_of(command, capsys):
