@@ -10,21 +10,26 @@ the K networks run at once instead:
 * every later layer is one ``batch_dot`` over the K draws, (K, B, in) x (K, in, units);
 * biases broadcast over the minibatch, activations are elementwise.
 
-:func:`batched_network` says whether a network qualifies (and why not), :class:`BatchedDense`
-runs it, and :func:`mean_cost` turns its (K, B, outputs) output into the step's Eq. (8) cost
-averaged over the draws, by :class:`~gluon_bbb.loss.BBBLoss`. Values and gradients are those
-of K separate passes, to rounding.
+:func:`batched_network` says whether a network qualifies (and why not), :func:`batched_pass`
+which pass a trainer's step takes, :class:`BatchedDense` runs the K networks, :class:`StepDraws`
+runs a step's draws either way (batched or in a loop) and :func:`mean_cost` turns their outputs
+into the step's Eq. (8) cost averaged over the draws, by :class:`~gluon_bbb.loss.BBBLoss`.
+Values and gradients are those of K separate passes, to rounding.
 """
 from __future__ import annotations
 
+import logging
 from typing import List, Optional, Sequence, Tuple
 
 from mxnet import gluon, nd
 
 from ._mxcompat import dense_settings
-from .predictive import _inherits_forward, _is_plain_sequential
+from .posterior import assign_arrays
 
-__all__ = ["BatchedDense", "batched_network", "mean_cost", "ELEMENTWISE_BLOCKS"]
+__all__ = ["BatchedDense", "StepDraws", "batched_network", "batched_pass", "mean_cost",
+           "ELEMENTWISE_BLOCKS", "is_plain_sequential", "inherits_forward"]
+
+logger = logging.getLogger(__name__)
 
 #: Parameter-free blocks that act elementwise, so they apply to (K, B, units) as to (B, units).
 ELEMENTWISE_BLOCKS = (gluon.nn.Activation, gluon.nn.LeakyReLU, gluon.nn.ELU, gluon.nn.SELU,
@@ -134,7 +139,7 @@ def batched_network(net: gluon.Block, targets: Sequence[gluon.Parameter],
             plan.append(("flatten",))
         elif type(block) in ELEMENTWISE_BLOCKS:
             plan.append(("elementwise", block))
-        elif isinstance(block, gluon.nn.Dense) and _inherits_forward(block, gluon.nn.Dense):
+        elif isinstance(block, gluon.nn.Dense) and inherits_forward(block, gluon.nn.Dense):
             if not any(step[0] in ("dense", "flatten") for step in plan) and \
                     not dense_settings(block)["flatten"]:
                 return None, (f"the first Dense layer ({block.name}) has flatten=False, so an "
@@ -156,10 +161,67 @@ def batched_network(net: gluon.Block, targets: Sequence[gluon.Parameter],
     return BatchedDense(plan, len(targets), num_draws, prefix="batched_"), ""
 
 
+def batched_pass(net: gluon.Block, targets: Sequence[gluon.Parameter], num_samples: int,
+                 estimator: str, requested: Optional[bool],
+                 hybridize: bool = True) -> Tuple[Optional[BatchedDense], str]:
+    """How a :class:`~gluon_bbb.BBBTrainer` step runs its K = ``num_samples`` draws.
+
+    Parameters
+    ----------
+    net, targets : as :func:`batched_network`
+    num_samples : int, K
+    estimator : str, the trainer's (only 'weights' draws whole weight tensors)
+    requested : bool or None
+        The trainer's ``batch_draws``: None batches K > 1 draws where the network
+        qualifies, False never batches, True requires it (also for K = 1).
+    hybridize : bool
+        Hybridize the batched block.
+
+    Returns
+    -------
+    (BatchedDense, '') or (None, why the draws loop); a fallback with K > 1 is logged.
+
+    Raises
+    ------
+    RuntimeError
+        ``requested`` is True and the draws cannot be batched.
+    """
+    if requested is False:
+        return None, "batch_draws=False was requested"
+    if num_samples == 1 and requested is None:
+        return None, "one draw a step (num_samples=1)"
+    if estimator != "weights":
+        reason = f"estimator {estimator!r} draws its noise inside each layer's forward pass"
+    else:
+        batched, reason = batched_network(net, targets, num_samples)
+        if batched is not None:
+            if hybridize:
+                batched.hybridize()
+            return batched, ""
+        reason = f"the network is not a stack of Dense layers: {reason}"
+    if requested:
+        raise RuntimeError(f"batch_draws=True, but {reason}")
+    logger.info("gluon_bbb: %d draws a step run in a loop: %s", num_samples, reason)
+    return None, reason
+
+
+def is_plain_sequential(net: gluon.Block) -> bool:
+    """A Sequential or HybridSequential that runs its children in turn (forward not overridden)."""
+    if isinstance(net, gluon.nn.HybridSequential):
+        return inherits_forward(net, gluon.nn.HybridSequential)
+    return isinstance(net, gluon.nn.Sequential) and type(net).forward is gluon.nn.Sequential.forward
+
+
+def inherits_forward(block: gluon.Block, base: type) -> bool:
+    """True if ``block`` runs ``base``'s hybrid_forward unchanged (a HybridBlock subclass)."""
+    return type(block).hybrid_forward is base.hybrid_forward and \
+        type(block).forward is gluon.HybridBlock.forward
+
+
 def _blocks(net):
     """The blocks ``net`` runs in turn (plain Sequentials unnested), or a reason it is not
     such a chain."""
-    if not _is_plain_sequential(net):
+    if not is_plain_sequential(net):
         return [net], ""
     blocks = []
     for i in range(len(net)):
@@ -172,37 +234,91 @@ def _blocks(net):
     return blocks, ""
 
 
-def mean_cost(loss, outputs: nd.NDArray, label: nd.NDArray, kl_weight: nd.NDArray,
-              complexity_inputs: Sequence) -> Tuple[nd.NDArray, nd.NDArray, nd.NDArray, List]:
-    """Eq. (8) averaged over the K draws of a batched pass.
+class StepDraws:
+    """The K weight draws of a training step: one batched pass, or a loop of K passes.
+
+    Parameters
+    ----------
+    sample : callable
+        ``sample()`` -> (weights, complexity inputs) of one draw; ``sample(K)`` -> (K lists of
+        weights, the complexity inputs of the K draws), as :meth:`BBBTrainer._sample`.
+    forward : callable, ``forward(data)`` -> (B, outputs) under the weights in the network
+    training : context manager, the training mode of the layers' estimators
+    net, targets, num_draws, estimator, requested, hybridize
+        As :func:`batched_pass` takes them (``targets``: the parameters the weights go into).
+
+    Attributes
+    ----------
+    batched : BatchedDense or None (the loop)
+    path : str, 'batched' or 'loop'
+    reason : str, why the draws loop ('' when batched)
+    """
+
+    def __init__(self, sample, forward, training, net, targets, num_draws, estimator="weights",
+                 requested=None, hybridize=True):
+        self.sample, self.forward, self.training = sample, forward, training
+        self.targets, self.num_draws = targets, num_draws
+        self.batched, self.reason = batched_pass(net, targets, num_draws, estimator, requested,
+                                                 hybridize)
+        self.path = "loop" if self.batched is None else "batched"
+
+    def __call__(self, data):
+        """Steps 1-4 for the K draws: sample, put w into the network, forward.
+
+        Returns
+        -------
+        outputs : (K, B, outputs) NDArray (batched) or list of K (B, outputs) (the loop); the
+            network holds the last draw's weights afterwards either way
+        complexity_inputs : for :func:`mean_cost`
+        """
+        if self.batched is not None:
+            draws, inputs = self.sample(self.num_draws)
+            assign_arrays(self.targets, draws[-1])
+            return self.batched(data, *[w for draw in draws for w in draw]), inputs
+        outputs, inputs = [], []
+        for _ in range(self.num_draws):
+            weights, draw_inputs = self.sample()     # w = mu + sigma * eps
+            assign_arrays(self.targets, weights)     # the network now computes with w
+            with self.training:
+                outputs.append(self.forward(data))
+            inputs.append(draw_inputs)
+        return outputs, inputs
+
+
+def mean_cost(loss, outputs, label: nd.NDArray, kl_weight: nd.NDArray,
+              complexity_inputs: Sequence) -> Tuple[nd.NDArray, nd.NDArray, nd.NDArray, nd.NDArray]:
+    """Eq. (8) averaged over the K draws of a step.
 
     Parameters
     ----------
     loss : BBBLoss
-    outputs : (K, B, outputs), :class:`BatchedDense`'s output
+    outputs : (K, B, outputs) NDArray (:class:`BatchedDense`'s) or list of K (B, outputs)
     label : (B,) or (B, ...), the minibatch's labels
     kl_weight : (1,), pi_i
-    complexity_inputs : either one (1,) array, the complexity summed over the K draws (the
-        fused operator's, ``variational_sample(..., num_draws=K)``), or K tuples
-        ``(weights, sigmas, epsilons)``, one per draw (the pure-MXNet path's)
+    complexity_inputs : K tuples of the loss's complexity inputs, one per draw ((weights,
+        sigmas, epsilons), or (complexity,)); or, with batched outputs, one (1,) array, the
+        complexity summed over the K draws (``variational_sample(..., num_draws=K)``)
 
     Returns
     -------
     cost, nll, complexity : (1,) each, the means over the draws of Eq. (8)'s cost, of
         -log P(D_i | w_k) and of the complexity
-    per_draw : list of K (B, outputs) arrays, the draws' outputs, recorded by autograd
-        (only with the per-draw inputs; else empty)
+    pred : (B, outputs), the last draw's output
     """
-    K = outputs.shape[0]
-    if len(complexity_inputs) == 1 and isinstance(complexity_inputs[0], nd.NDArray):
+    batched = isinstance(outputs, nd.NDArray)
+    K = outputs.shape[0] if batched else len(outputs)
+    if batched and len(complexity_inputs) == 1 and isinstance(complexity_inputs[0], nd.NDArray):
         # sum_k [pi c_k + nll_k] in one call: the K draws' outputs as K * B examples
         tiled = nd.tile(label, reps=(K,) + (1,) * (label.ndim - 1))
         cost, nll, complexity = loss(outputs.reshape((-3, -2)), tiled, kl_weight,
                                      complexity_inputs[0])
-        return cost / K, nll / K, complexity / K, []
+        return cost / K, nll / K, complexity / K, outputs[K - 1]
     if len(complexity_inputs) != K:
         raise ValueError(f"{K} draws but {len(complexity_inputs)} sets of complexity inputs")
-    per_draw = nd.split(outputs, num_outputs=K, axis=0, squeeze_axis=True) if K > 1 \
-        else [outputs.reshape(outputs.shape[1:])]
-    sums = [loss(pred, label, kl_weight, *inputs) for pred, inputs in zip(per_draw, complexity_inputs)]
-    return tuple(nd.add_n(*parts) / K for parts in zip(*sums)) + (list(per_draw),)
+    if batched:
+        outputs = nd.split(outputs, num_outputs=K, axis=0, squeeze_axis=True) if K > 1 \
+            else [outputs.reshape(outputs.shape[1:])]
+    sums = [loss(pred, label, kl_weight, *inputs) for pred, inputs in zip(outputs, complexity_inputs)]
+    if K == 1:
+        return tuple(sums[0]) + (outputs[0],)
+    return tuple(nd.add_n(*parts) / K for parts in zip(*sums)) + (outputs[-1],)

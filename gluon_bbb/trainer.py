@@ -9,11 +9,6 @@ The sampling step and the complexity part of Eq. (8) run either in the fused C++
 (:class:`~gluon_bbb.posterior.VariationalPosterior` and :meth:`BBBLoss.complexity`). Both give
 the same values and gradients; ``trainer.fused`` and ``trainer.fused_reason`` say which runs.
 
-Several weight samples a step (``num_samples`` K > 1) run as one batched pass where the
-network is a stack of Dense layers (:mod:`gluon_bbb.batched`): one sampling call for the K
-draws, one forward and one backward pass for the K networks; elsewhere the step loops over the
-draws. ``trainer.draws_path`` and ``trainer.draws_reason`` say which runs.
-
 Monte Carlo prediction (:meth:`BBBTrainer.predict_proba`, :meth:`BBBTrainer.evaluate`) is
 done by :mod:`gluon_bbb.predictive`, saving and loading by :mod:`gluon_bbb.io.persistence`.
 """
@@ -37,7 +32,7 @@ from .epochs import (EpochTotals, NonFiniteLossError, checked_learning_rate, epo
                      epoch_seed, print_in_notebook, progress_bar)
 from .fused import FiniteGuard, fused_path, variational_sample
 from .fused.optimizers import fused_optimizer
-from .batched import batched_network, mean_cost
+from .batched import StepDraws, mean_cost
 from .loss import BBBLoss
 from .posterior import (GaussianNoise, VariationalPosterior, assign_arrays, initialisation_state,
                         trainable_parameters)
@@ -47,7 +42,6 @@ from .weighting import kl_weights
 __all__ = ["BBBTrainer", "NonFiniteLossError", "SAMPLING_METHODS"]
 
 logger = logging.getLogger(__name__)
-
 
 
 class BBBTrainer:
@@ -65,8 +59,7 @@ class BBBTrainer:
     optimizer_params : dict, optional
         Default ``{'learning_rate': 1e-3}``.
     num_samples : int, >= 1
-        Weight samples per step; the cost is averaged over them. Where the network is a
-        stack of Dense layers (see ``batch_draws``) the samples run as one batched pass.
+        Weight samples per step; the cost is averaged over them (see ``batch_draws``).
     kl_weighting : {'uniform', 'blundell'}
         pi_i = 1/M, or Eq. (9).
     kl_scale : float, > 0
@@ -101,13 +94,10 @@ class BBBTrainer:
         pure-MXNet path with a logged reason. False: always the pure-MXNet path. True:
         require the fused operator (RuntimeError if it is unavailable).
     batch_draws : bool or None
-        How a step with ``num_samples`` K > 1 runs its K draws. None (default): as one batched
-        pass (:mod:`gluon_bbb.batched`: one sampling call, the K networks as batched GEMMs)
-        when the estimator is 'weights' and the network is a Sequential of Dense layers with
-        elementwise activations (and at most a leading Flatten); else a loop, one sample,
-        forward and backward pass per draw. Both give the same values and gradients, to
-        rounding. False: always the loop. True: require the batched pass (RuntimeError where
-        the network does not qualify), also for K = 1.
+        None: K = ``num_samples`` > 1 draws run as one batched pass (:mod:`gluon_bbb.batched`)
+        for a Sequential of Dense layers with the 'weights' estimator, else as a loop of K
+        passes (the same values and gradients, to rounding). False: the loop. True: the batched
+        pass or a RuntimeError, also for K = 1.
 
     Attributes
     ----------
@@ -128,11 +118,8 @@ class BBBTrainer:
         Whether steps use the fused operator (known once the network's shapes are).
     fused_reason : str
         Why the fused operator is not used ('' when it is).
-    draws_path : str
-        How a step runs its ``num_samples`` draws: 'batched' (one pass for all of them) or
-        'loop' (one pass each); known once the network's shapes are.
-    draws_reason : str
-        Why the draws loop ('' when they run batched).
+    draws_path, draws_reason : str
+        'batched' or 'loop' (see ``batch_draws``), and why the draws loop ('' when batched).
     estimator_report : str
         Which layers use which estimator, and why others do not (known once the network's
         shapes are).
@@ -173,15 +160,12 @@ class BBBTrainer:
         self.hybridize = hybridize
         self.estimator = check_estimator(estimator)
         self.estimator_report = "not decided yet: the network has not seen data"
-        if fused not in (None, True, False):
-            raise ValueError(f"fused must be None, True or False, got {fused!r}")
-        self.fused_request = fused
-        self.fused, self.fused_reason = False, "not decided yet: the network has not seen data"
-        if batch_draws not in (None, True, False):
-            raise ValueError(f"batch_draws must be None, True or False, got {batch_draws!r}")
-        self.batch_draws_request = batch_draws
+        for name, value in (("fused", fused), ("batch_draws", batch_draws)):
+            if value not in (None, True, False):
+                raise ValueError(f"{name} must be None, True or False, got {value!r}")
+        self.fused_request, self.batch_draws_request = fused, batch_draws
         self.draws_path, self.draws_reason = "loop", "not decided yet: the network has not seen data"
-        self.batched = None
+        self.fused, self.fused_reason = False, "not decided yet: the network has not seen data"
         self.posterior = None
         self.history = []
         self.epoch = 0
@@ -256,38 +240,18 @@ class BBBTrainer:
         self.noise = GaussianNoise(self.posterior.shapes, self.ctx, dtype=self.posterior.dtype,
                                    seed=self.seed, generator=generator)
         self.finite_guard = FiniteGuard(trained.values(), self.fused, self.ctx)
-        self.batched, self.draws_reason = self._batched_pass()
-        self.draws_path = "loop" if self.batched is None else "batched"
+        self.draws = StepDraws(self._sample, self.forward, self.estimators.training(), self.net,
+                               self.posterior.targets, self.num_samples, self.estimator,
+                               self.batch_draws_request, self.hybridize)
+        self.draws_path, self.draws_reason = self.draws.path, self.draws.reason
         self.set_mean()
 
-    def _batched_pass(self):
-        """(the :class:`~gluon_bbb.batched.BatchedDense` that runs the K draws, '') or (None,
-        why the draws loop)."""
-        if self.batch_draws_request is False:
-            return None, "batch_draws=False was requested"
-        if self.num_samples == 1 and self.batch_draws_request is None:
-            return None, "one draw a step (num_samples=1)"
-        if self.estimator != "weights":
-            reason = (f"estimator {self.estimator!r} draws its noise inside each layer's "
-                      "forward pass")
-        else:
-            batched, reason = batched_network(self.net, self.posterior.targets, self.num_samples)
-            if batched is not None:
-                if self.hybridize:
-                    batched.hybridize()
-                return batched, ""
-            reason = f"the network is not a stack of Dense layers: {reason}"
-        if self.batch_draws_request:
-            raise RuntimeError(f"batch_draws=True, but {reason}")
-        logger.info("gluon_bbb: %d draws a step run in a loop: %s", self.num_samples, reason)
-        return None, reason
-
-    def _sample(self):
+    def _sample(self, num_draws=None):
         """Steps 1-2 for every weight tensor: eps ~ N(0, I), w = mu + softplus(rho) * eps.
 
-        Returns the K samples w and what BBBLoss needs for the complexity of Eq. (8): the
-        fused operator's summed complexity (or its closed-form KL), or (weights, sigmas,
-        epsilons).
+        Returns the sample w and what BBBLoss needs for the complexity of Eq. (8): the fused
+        operator's summed complexity (or its closed-form KL), or (weights, sigmas, epsilons);
+        with ``num_draws`` K, K lists of w and [the draws' summed complexity] or K such tuples.
         """
         if self.fused:
             mus = [mu.data() for mu in self.posterior.mus]
@@ -295,32 +259,14 @@ class BBBTrainer:
             # eps stays inside the operator, kept for the backward pass while one is recorded
             weights, complexity, _ = variational_sample(
                 mus, rhos, self.loss.prior, return_eps=False, kl=self.loss.kl,
-                keep_eps=autograd.is_recording())
-            return weights, (complexity,)
+                keep_eps=autograd.is_recording(), num_draws=num_draws)
+            return weights, ([complexity] if num_draws else (complexity,))
+        if num_draws:
+            return tuple(map(list, zip(*[self._sample() for _ in range(num_draws)])))
         epsilons = self.noise.sample()
         outputs = self.posterior(*epsilons)
         weights, sigmas = outputs[:len(epsilons)], outputs[len(epsilons):]
         return weights, (weights, sigmas, epsilons)
-
-    def _sample_draws(self):
-        """Steps 1-2 for the K = ``num_samples`` draws of a batched step.
-
-        Returns
-        -------
-        draws : list of K lists of weight tensors
-        complexity_inputs : [the complexity summed over the draws] (the fused operator's, one
-            call for all draws), or K tuples (weights, sigmas, epsilons) (the pure-MXNet path's,
-            the same noise as K calls of :meth:`_sample`)
-        """
-        if self.fused:
-            mus = [mu.data() for mu in self.posterior.mus]
-            rhos = [rho.data() for rho in self.posterior.rhos]
-            draws, complexity, _ = variational_sample(
-                mus, rhos, self.loss.prior, return_eps=False, kl=self.loss.kl,
-                keep_eps=autograd.is_recording(), num_draws=self.num_samples)
-            return draws, [complexity]
-        samples = [self._sample() for _ in range(self.num_samples)]
-        return [weights for weights, _ in samples], [inputs for _, inputs in samples]
 
     def draw_network(self) -> None:
         """Put one sample w ~ q(w | theta) into the network, from the stream training draws
@@ -379,35 +325,14 @@ class BBBTrainer:
         self.prepare(data)
         if not isinstance(kl_weight, nd.NDArray):
             kl_weight = self._kl_weight_array(kl_weight)
-        if self.batched is not None:
-            with autograd.record():
-                draws, complexity_inputs = self._sample_draws()          # 1-2. K samples w
-                assign_arrays(self.posterior.targets, draws[-1])         # the net: the last draw
-                outputs = self.batched(data, *[w for draw in draws for w in draw])  # 3-4. (K, B, .)
-                cost, nll, complexity, per_draw = mean_cost(             # 5. Eq. (8), averaged
-                    self.loss, outputs, label, kl_weight, complexity_inputs)
-            cost.backward()                                                # 6.
-            finite = self.finite_guard(cost)
-            self.gluon_trainer.step(1)                                     # 7.
-            pred = per_draw[-1] if per_draw else outputs[self.num_samples - 1]
-            return cost, nll, complexity, pred, finite
-        costs, nlls, complexities = [], [], []
         with autograd.record():
-            for _ in range(self.num_samples):
-                weights, complexity_inputs = self._sample()           # 1-2. w = mu + softplus(rho) * eps
-                assign_arrays(self.posterior.targets, weights)        # 3. the net now computes with w
-                with self.estimators.training():
-                    pred = self.forward(data)                          # 4. forward
-                cost, nll, complexity = self.loss(                     # 5. Eq. (8)
-                    pred, label, kl_weight, *complexity_inputs)
-                costs.append(cost)
-                nlls.append(nll)
-                complexities.append(complexity)
-            cost = _mean(costs)
-        cost.backward()                                                # 6. d cost / d(mu, rho)
-        finite = self.finite_guard(cost)                               # NaN/inf: no update
-        self.gluon_trainer.step(1)                                     # 7. update mu and rho
-        return cost, _mean(nlls), _mean(complexities), pred, finite
+            outputs, complexity_inputs = self.draws(data)   # 1-4. K samples w, put in, forward
+            cost, nll, complexity, pred = mean_cost(       # 5. Eq. (8), averaged over the draws
+                self.loss, outputs, label, kl_weight, complexity_inputs)
+        cost.backward()                                               # 6. d cost / d(mu, rho)
+        finite = self.finite_guard(cost)                              # NaN/inf: no update
+        self.gluon_trainer.step(1)                                    # 7. update mu and rho
+        return cost, nll, complexity, pred, finite
 
     def reseed(self, seed: int) -> None:
         """Restart the weight noise from ``seed`` on both paths: MXNet's generator on the
@@ -593,6 +518,3 @@ class BBBTrainer:
         """
         return persistence.load_trainer(self, path, optimizer=optimizer)
 
-
-def _mean(arrays):
-    return arrays[0] if len(arrays) == 1 else nd.add_n(*arrays) / len(arrays)

@@ -23,7 +23,11 @@ from gluon_bbb import fused, trainer as trainer_module
 from gluon_bbb.batched import batched_network
 from gluon_bbb.data import ArrayLoader
 
+from gluon_bbb.experiments.machine import heap_in_use
+from gluon_bbb.models import mlp
+
 from synthetic import blobs
+from test_long_run import SYNC_EVERY, heap_growth
 from fused_paths import sampling_path  # noqa: F401 -- autouse fixture: both sampling paths
 
 SHAPES = [(16, 6), (16,), (8, 16), (8,), (3, 8), (3,)]
@@ -246,3 +250,29 @@ def test_resume_with_several_draws_is_exact(tmp_path):
     assert [r["loss"] for r in resumed.history] == [r["loss"] for r in uninterrupted.history]
     for a, b in zip(uninterrupted.variational_params, resumed.variational_params):
         np.testing.assert_array_equal(a.data().asnumpy(), b.data().asnumpy())
+
+
+@pytest.mark.skipif(heap_in_use() is None, reason="needs glibc's mallinfo2")
+def test_ten_draws_a_step_hold_no_more_memory_as_they_go(sampling_path):
+    """The long-run check of tests/fused/test_long_run.py with K = 10 batched draws a step (a
+    small regression network, so that many steps fit in a test): the C allocator's bytes in
+    use stay where the warm-up left them."""
+    mx.random.seed(0)
+    loss = BBBLoss(ScaleMixturePrior(0.5, 1.0, math.exp(-6)), likelihood="gaussian")
+    trainer = BBBTrainer(mlp((10, 10), num_outputs=1), loss, seed=0, num_samples=10)
+    rng = np.random.default_rng(0)
+    inputs = nd.array(rng.normal(size=(8 * 8, 5)))
+    rewards = nd.array(rng.normal(size=(8 * 8,)))
+    batches = [(inputs[i:i + 8], rewards[i:i + 8]) for i in range(0, 8 * 8, 8)]
+
+    def step(i):
+        data, label = batches[i % len(batches)]
+        cost = trainer.step(data, label, 0.01)[0]
+        if i % SYNC_EVERY == 0:
+            cost.wait_to_read()
+
+    repeats = 600 if sampling_path == "fused" else 200
+    growth = heap_growth(step, warmup=200 if sampling_path == "fused" else 100, repeats=repeats)
+    assert trainer.draws_path == "batched" and trainer.fused == (sampling_path == "fused")
+    # leaking, the fused path kept 25 KB per 1,200 steps when the steps looped over the draws
+    assert growth < 16 * 1024, f"{growth / 1024:.1f} KB stayed behind after {repeats} steps"
