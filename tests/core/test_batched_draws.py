@@ -276,3 +276,17 @@ def test_ten_draws_a_step_hold_no_more_memory_as_they_go(sampling_path):
     assert trainer.draws_path == "batched" and trainer.fused == (sampling_path == "fused")
     # leaking, the fused path kept 25 KB per 1,200 steps when the steps looped over the draws
     assert growth < 16 * 1024, f"{growth / 1024:.1f} KB stayed behind after {repeats} steps"
+
+
+@pytest.mark.parametrize("network, path", [("mlp", "batched"), ("lenet", "loop")])
+def test_configurations_take_the_batched_pass_where_it_applies(network, path):
+    """What ``gluon-bbb train --num-samples 3`` and ``reproduce`` build: the MLP batches its
+    draws, the LeNet loops and says why."""
+    from gluon_bbb.experiments import get_config
+    from gluon_bbb.experiments.runners import make_bbb_trainer
+
+    mx.random.seed(0)
+    config = get_config("bbb-mixture-400", num_samples=3, network=network)
+    trainer = make_bbb_trainer(config, mx.cpu())
+    assert trainer.num_samples == 3 and trainer.draws_path == path
+    assert (trainer.draws_reason == "") == (path == "batched")
