@@ -271,8 +271,8 @@ def test_ten_draws_a_step_hold_no_more_memory_as_they_go(sampling_path):
         if i % SYNC_EVERY == 0:
             cost.wait_to_read()
 
-    repeats = 600 if sampling_path == "fused" else 200
-    growth = heap_growth(step, warmup=200 if sampling_path == "fused" else 100, repeats=repeats)
+    repeats = 600 if sampling_path == "fused" else 100  # the pure path's steps cost more
+    growth = heap_growth(step, warmup=200 if sampling_path == "fused" else 50, repeats=repeats)
     assert trainer.draws_path == "batched" and trainer.fused == (sampling_path == "fused")
     # leaking, the fused path kept 25 KB per 1,200 steps when the steps looped over the draws
     assert growth < 16 * 1024, f"{growth / 1024:.1f} KB stayed behind after {repeats} steps"
