@@ -31,6 +31,7 @@ from mxnet import gluon, nd
 from ._checks import check_int
 from ._math import softplus
 from ._mxcompat import dense_settings
+from .batched import inherits_forward, is_plain_sequential
 from .estimators import dense_moments
 from .fused import normal_sample, variational_sample
 from .posterior import assign_arrays
@@ -229,25 +230,12 @@ def _local_layers(net):
     """
     if isinstance(net, gluon.nn.Dense):
         first, later = net, []
-    elif _is_plain_sequential(net) and len(net):
+    elif is_plain_sequential(net) and len(net):
         first, later = net[0], [net[i] for i in range(1, len(net))]
     else:
         raise ValueError("sampling='local' needs a gluon.nn.Dense, or a Sequential/HybridSequential "
                          f"that starts with one; got a {type(net).__name__}")
-    if not isinstance(first, gluon.nn.Dense) or not _inherits_forward(first, gluon.nn.Dense):
+    if not isinstance(first, gluon.nn.Dense) or not inherits_forward(first, gluon.nn.Dense):
         raise ValueError("sampling='local' needs a network whose first block is a gluon.nn.Dense; "
                          f"the first block is a {type(first).__name__}")
     return first, later
-
-
-def _is_plain_sequential(net):
-    """A Sequential or HybridSequential that runs its children in turn (forward not overridden)."""
-    if isinstance(net, gluon.nn.HybridSequential):
-        return _inherits_forward(net, gluon.nn.HybridSequential)
-    return isinstance(net, gluon.nn.Sequential) and type(net).forward is gluon.nn.Sequential.forward
-
-
-def _inherits_forward(block, base):
-    """True if ``block`` runs ``base``'s hybrid_forward unchanged (a HybridBlock subclass)."""
-    return type(block).hybrid_forward is base.hybrid_forward and \
-        type(block).forward is gluon.HybridBlock.forward

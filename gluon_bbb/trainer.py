@@ -32,6 +32,7 @@ from .epochs import (EpochTotals, NonFiniteLossError, checked_learning_rate, epo
                      epoch_seed, print_in_notebook, progress_bar)
 from .fused import FiniteGuard, fused_path, variational_sample
 from .fused.optimizers import fused_optimizer
+from .batched import StepDraws, mean_cost
 from .loss import BBBLoss
 from .posterior import (GaussianNoise, VariationalPosterior, assign_arrays, initialisation_state,
                         trainable_parameters)
@@ -41,7 +42,6 @@ from .weighting import kl_weights
 __all__ = ["BBBTrainer", "NonFiniteLossError", "SAMPLING_METHODS"]
 
 logger = logging.getLogger(__name__)
-
 
 
 class BBBTrainer:
@@ -59,7 +59,7 @@ class BBBTrainer:
     optimizer_params : dict, optional
         Default ``{'learning_rate': 1e-3}``.
     num_samples : int, >= 1
-        Weight samples per step; the cost is averaged over them.
+        Weight samples per step; the cost is averaged over them (see ``batch_draws``).
     kl_weighting : {'uniform', 'blundell'}
         pi_i = 1/M, or Eq. (9).
     kl_scale : float, > 0
@@ -93,6 +93,11 @@ class BBBTrainer:
         float32/float64, a compiler, ``GLUON_BBB_FUSED`` not 0), else fall back to the
         pure-MXNet path with a logged reason. False: always the pure-MXNet path. True:
         require the fused operator (RuntimeError if it is unavailable).
+    batch_draws : bool or None
+        None: K = ``num_samples`` > 1 draws run as one batched pass (:mod:`gluon_bbb.batched`)
+        for a Sequential of Dense layers with the 'weights' estimator, else as a loop of K
+        passes (the same values and gradients, to rounding). False: the loop. True: the batched
+        pass or a RuntimeError, also for K = 1.
 
     Attributes
     ----------
@@ -113,6 +118,8 @@ class BBBTrainer:
         Whether steps use the fused operator (known once the network's shapes are).
     fused_reason : str
         Why the fused operator is not used ('' when it is).
+    draws_path, draws_reason : str
+        'batched' or 'loop' (see ``batch_draws``), and why the draws loop ('' when batched).
     estimator_report : str
         Which layers use which estimator, and why others do not (known once the network's
         shapes are).
@@ -134,7 +141,7 @@ class BBBTrainer:
                  rho_init: Union[float, Sequence[float]] = -5.0, seed: Optional[int] = None,
                  hybridize: bool = True, fused: Optional[bool] = None, kl_scale: float = 1.0,
                  sigma_init: Optional[str] = None, moped_delta: float = 0.1,
-                 estimator: str = "weights") -> None:
+                 estimator: str = "weights", batch_draws: Optional[bool] = None) -> None:
         if not isinstance(net, gluon.Block):
             raise TypeError(f"net must be a gluon Block, got {type(net).__name__}")
         if not isinstance(loss, BBBLoss):
@@ -153,9 +160,11 @@ class BBBTrainer:
         self.hybridize = hybridize
         self.estimator = check_estimator(estimator)
         self.estimator_report = "not decided yet: the network has not seen data"
-        if fused not in (None, True, False):
-            raise ValueError(f"fused must be None, True or False, got {fused!r}")
-        self.fused_request = fused
+        for name, value in (("fused", fused), ("batch_draws", batch_draws)):
+            if value not in (None, True, False):
+                raise ValueError(f"{name} must be None, True or False, got {value!r}")
+        self.fused_request, self.batch_draws_request = fused, batch_draws
+        self.draws_path, self.draws_reason = "loop", "not decided yet: the network has not seen data"
         self.fused, self.fused_reason = False, "not decided yet: the network has not seen data"
         self.posterior = None
         self.history = []
@@ -230,14 +239,18 @@ class BBBTrainer:
         self.noise = GaussianNoise(self.posterior.shapes, self.ctx, dtype=self.posterior.dtype,
                                    seed=self.seed, generator=generator)
         self.finite_guard = FiniteGuard(trained.values(), self.fused, self.ctx)
+        self.draws = StepDraws(self._sample, self.forward, self.estimators.training(), self.net,
+                               self.posterior.targets, self.num_samples, self.estimator,
+                               self.batch_draws_request, self.hybridize)
+        self.draws_path, self.draws_reason = self.draws.path, self.draws.reason
         self.set_mean()
 
-    def _sample(self):
+    def _sample(self, num_draws=None):
         """Steps 1-2 for every weight tensor: eps ~ N(0, I), w = mu + softplus(rho) * eps.
 
-        Returns the K samples w and what BBBLoss needs for the complexity of Eq. (8): the
-        fused operator's summed complexity (or its closed-form KL), or (weights, sigmas,
-        epsilons).
+        Returns the sample w and what BBBLoss needs for the complexity of Eq. (8): the fused
+        operator's summed complexity (or its closed-form KL), or (weights, sigmas, epsilons);
+        with ``num_draws`` K, K lists of w and [the draws' summed complexity] or K such tuples.
         """
         if self.fused:
             mus = [mu.data() for mu in self.posterior.mus]
@@ -245,8 +258,10 @@ class BBBTrainer:
             # eps stays inside the operator, kept for the backward pass while one is recorded
             weights, complexity, _ = variational_sample(
                 mus, rhos, self.loss.prior, return_eps=False, kl=self.loss.kl,
-                keep_eps=autograd.is_recording())
-            return weights, (complexity,)
+                keep_eps=autograd.is_recording(), num_draws=num_draws)
+            return weights, ([complexity] if num_draws else (complexity,))
+        if num_draws:
+            return tuple(map(list, zip(*[self._sample() for _ in range(num_draws)])))
         epsilons = self.noise.sample()
         outputs = self.posterior(*epsilons)
         weights, sigmas = outputs[:len(epsilons)], outputs[len(epsilons):]
@@ -309,23 +324,14 @@ class BBBTrainer:
         self.prepare(data)
         if not isinstance(kl_weight, nd.NDArray):
             kl_weight = self._kl_weight_array(kl_weight)
-        costs, nlls, complexities = [], [], []
         with autograd.record():
-            for _ in range(self.num_samples):
-                weights, complexity_inputs = self._sample()           # 1-2. w = mu + softplus(rho) * eps
-                assign_arrays(self.posterior.targets, weights)        # 3. the net now computes with w
-                with self.estimators.training():
-                    pred = self.forward(data)                          # 4. forward
-                cost, nll, complexity = self.loss(                     # 5. Eq. (8)
-                    pred, label, kl_weight, *complexity_inputs)
-                costs.append(cost)
-                nlls.append(nll)
-                complexities.append(complexity)
-            cost = _mean(costs)
-        cost.backward()                                                # 6. d cost / d(mu, rho)
-        finite = self.finite_guard(cost)                               # NaN/inf: no update
-        self.gluon_trainer.step(1)                                     # 7. update mu and rho
-        return cost, _mean(nlls), _mean(complexities), pred, finite
+            outputs, complexity_inputs = self.draws(data)   # 1-4. K samples w, put in, forward
+            cost, nll, complexity, pred = mean_cost(       # 5. Eq. (8), averaged over the draws
+                self.loss, outputs, label, kl_weight, complexity_inputs)
+        cost.backward()                                               # 6. d cost / d(mu, rho)
+        finite = self.finite_guard(cost)                              # NaN/inf: no update
+        self.gluon_trainer.step(1)                                    # 7. update mu and rho
+        return cost, nll, complexity, pred, finite
 
     def reseed(self, seed: int) -> None:
         """Restart the weight noise from ``seed`` on both paths: MXNet's generator on the
@@ -511,6 +517,3 @@ class BBBTrainer:
         """
         return persistence.load_trainer(self, path, optimizer=optimizer)
 
-
-def _mean(arrays):
-    return arrays[0] if len(arrays) == 1 else nd.add_n(*arrays) / len(arrays)

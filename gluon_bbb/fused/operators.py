@@ -8,6 +8,7 @@ from typing import Optional, Sequence
 import numpy as np
 from mxnet import nd
 
+from .._checks import check_int
 from ..priors import DiagonalGaussianPrior, GaussianPrior, Prior, ScaleMixturePrior
 from .build import NORMAL_OP_NAME, OP_NAME, fused_status, load_fused_op
 
@@ -56,7 +57,7 @@ def prior_inputs(prior: Prior, mus: Sequence[nd.NDArray]) -> tuple:
 def variational_sample(mus: Sequence[nd.NDArray], rhos: Sequence[nd.NDArray], prior: Prior,
                        epsilons: Optional[Sequence[nd.NDArray]] = None, key: Optional[int] = None,
                        return_eps: bool = True, kl: str = "monte_carlo",
-                       keep_eps: bool = False) -> tuple:
+                       keep_eps: bool = False, num_draws: Optional[int] = None) -> tuple:
     """w = mu + softplus(rho) * eps and the complexity of Eq. (8), in one fused operator.
 
     **Noise.** eps is counter-based: value j of tensor k is a fixed function of (key, k, j)
@@ -98,13 +99,23 @@ def variational_sample(mus: Sequence[nd.NDArray], rhos: Sequence[nd.NDArray], pr
         pass frees its buffer's slot for the next draw; a draw whose backward pass never runs
         holds its buffer (read by no one) until a draw finds no free slot and takes the
         oldest. The buffers stay allocated, for reuse, until the process ends.
+    num_draws : int >= 1, optional
+        Draw this many weight sets in the one call (several samples a training step, run at
+        once by :mod:`gluon_bbb.batched`). The operator sees every mu and rho once per draw
+        (draw d's tensor k is its tensor d * K + k, so each draw has noise of its own, and
+        draw 0 is the noise of a single draw under the same key); MXNet's autograd adds the
+        gradients that reach an array through its several inputs. ``weights`` (and
+        ``epsilons``, given or returned) are then lists of ``num_draws`` draws, each a list
+        of K arrays, and the complexity is the sum over the draws. None (default): one
+        draw, flat lists.
 
     Returns
     -------
-    weights : list of K NDArrays, the sample w
+    weights : list of K NDArrays, the sample w (with ``num_draws``: one such list per draw)
     complexity : NDArray, (1,), sum over all weights of log q(w | theta) - log P(w), or
-        KL(q || P) with ``kl='closed_form'``; with a DiagonalGaussianPrior it also has
-        gradients with respect to the prior's arrays (unused by a fixed prior)
+        KL(q || P) with ``kl='closed_form'`` (with ``num_draws``: summed over the draws); with a
+        DiagonalGaussianPrior it also has gradients with respect to the prior's arrays (unused by a
+        fixed prior)
     epsilons : list of K NDArrays, the noise used; None with ``return_eps=False``
     """
     load_fused_op()
@@ -115,20 +126,41 @@ def variational_sample(mus: Sequence[nd.NDArray], rhos: Sequence[nd.NDArray], pr
     if kl == "closed_form" and not isinstance(prior, (GaussianPrior, DiagonalGaussianPrior)):
         raise ValueError("kl='closed_form' needs a GaussianPrior or DiagonalGaussianPrior, got "
                          f"{type(prior).__name__}")
-    inputs = list(mus) + list(rhos)
+    draws = 1 if num_draws is None else check_int("num_draws", num_draws)
+    inputs = _per_draw(mus, draws) + _per_draw(rhos, draws)
     if epsilons is not None:
-        if len(epsilons) != len(mus):
+        if num_draws is not None:
+            if len(epsilons) != draws:
+                raise ValueError(f"need eps for each of the {draws} draws, got {len(epsilons)}")
+            epsilons = [eps for draw in epsilons for eps in draw]
+        if len(epsilons) != len(mus) * draws:
             raise ValueError(f"need one eps per mu, got {len(epsilons)} eps and {len(mus)} mu")
         inputs += list(epsilons)
     means, stds = prior_inputs(prior, mus)
-    inputs += means + stds
-    outputs = getattr(nd, OP_NAME)(*inputs, num_tensors=len(mus),
+    inputs += _per_draw(means, draws) + _per_draw(stds, draws)
+    outputs = getattr(nd, OP_NAME)(*inputs, num_tensors=len(mus) * draws,
                                    eps_given=int(epsilons is not None),
                                    return_eps=int(bool(return_eps)),
                                    **_optional_attributes(kl, keep_eps and not return_eps),
                                    **prior_attributes(prior), **_key_attribute(key))
-    k = len(mus)  # outputs: w_1..w_K, the complexity, the key of the noise [, eps_1..eps_K]
-    return list(outputs[:k]), outputs[k], (list(outputs[k + 2:]) if return_eps else None)
+    k = len(mus) * draws  # outputs: w_1..w_k, the complexity, the noise's key [, eps_1..eps_k]
+    weights, eps = list(outputs[:k]), (list(outputs[k + 2:]) if return_eps else None)
+    if num_draws is not None:
+        weights = _by_draw(weights, draws)
+        eps = None if eps is None else _by_draw(eps, draws)
+    return weights, outputs[k], eps
+
+
+def _per_draw(tensors, num_draws):
+    """The operator's inputs for ``num_draws`` draws of a list of per-tensor inputs: the list
+    repeated, draw-major. Every per-tensor input goes through here, so all keep one order."""
+    return list(tensors) * num_draws
+
+
+def _by_draw(arrays, num_draws):
+    """The operator's draw-major outputs as ``num_draws`` lists."""
+    size = len(arrays) // num_draws
+    return [arrays[d * size:(d + 1) * size] for d in range(num_draws)]
 
 
 def _optional_attributes(kl, keep_eps):

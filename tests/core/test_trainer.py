@@ -101,15 +101,17 @@ def test_trains_a_conv2d_network():
 
 
 def test_several_samples_per_step_average_the_cost(data):
+    """The loop over the draws (the batched pass is checked against it in
+    test_batched_draws.py)."""
     train, _ = data
     x, y = next(iter(train))
-    trainer = make_trainer(num_samples=3)
+    trainer = make_trainer(num_samples=3, batch_draws=False)
     trainer.prepare(x)
     state = trainer.noise.get_state()
     mx.random.seed(99)  # the fused operator draws from MXNet's generator
     cost = trainer.step(x, y, 0.1)[0].asscalar()
     # The same seed gives the same initial mu and rho; replay the same three noise draws.
-    replay = make_trainer(num_samples=3)
+    replay = make_trainer(num_samples=3, batch_draws=False)
     replay.prepare(x)
     replay.noise.set_state(state)
     mx.random.seed(99)
