@@ -112,8 +112,6 @@ def test_the_batched_pass_equals_the_loop(num_samples, prior, kl, dtype, monkeyp
     batched = make(True, num_samples, prior, kl, dtype)
     assert (loop.draws_path, batched.draws_path, batched.draws_reason) == ("loop", "batched", "")
     assert loop.fused == batched.fused
-    if prior == "diagonal":
-        assert not batched.fused  # the per-weight prior runs on the pure-MXNet path
     rng = np.random.default_rng(5)
     draws = [[nd.array(rng.standard_normal(s), dtype=dtype) for s in batched.posterior.shapes]
              for _ in range(num_samples)]
