@@ -219,6 +219,17 @@ def _check_representatives(items):
         raise pytest.UsageError("tests/conftest.py: " + "; ".join(problems))
 
 
+#: The order in which pytest-xdist hands whole files to its workers (pytest.ini: ``--dist
+#: loadfile --no-loadscope-reorder``): files holding the heaviest tiers first, so that none is
+#: left to one worker at the end while the other idles; files of one rank keep their order.
+HEAVY_FIRST = ("book", "notebooks", "browser", "slow", "postgres", "real_data")
+
+
+def _heaviness(item):
+    return next((rank for rank, tier in enumerate(HEAVY_FIRST) if item.get_closest_marker(tier)),
+                len(HEAVY_FIRST))
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         for tier in MODULE_TIERS.get(item.path.name, ()):
@@ -242,6 +253,10 @@ def pytest_collection_modifyitems(config, items):
         if left_out:
             config.hook.pytest_deselected(items=left_out)
             items[:] = quick
+    rank = {}
+    for item in items:
+        rank[item.path] = min(rank.get(item.path, len(HEAVY_FIRST)), _heaviness(item))
+    items.sort(key=lambda item: rank[item.path])  # stable: each file's tests keep their order
 
 
 def pytest_report_header(config):
