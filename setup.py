@@ -126,10 +126,11 @@ setup(
         # the independent PyTorch implementation of bayes1's training (scripts/peer_*.py) and its
         # tests, the evidence behind the results pages' comparisons with it
         "peer": ["torch>=2.1"],
-        # the tests, the notebooks and the book among them; the browser test drives Debian's
-        # chromium through its chromedriver with selenium
-        "test": ["optuna>=5.0,<6", "pytest>=7.2", "nbclient>=0.7", "nbformat>=5", "ipykernel>=6",
-                 "psycopg[binary]>=3.1", "sphinx>=7", "myst-nb>=1.0", "furo>=2024.8.6",
+        # the tests, the notebooks and the book among them, on one pytest-xdist worker per
+        # core (pytest.ini); the browser test drives Debian's chromium through its chromedriver
+        # with selenium
+        "test": ["optuna>=5.0,<6", "pytest>=7.2", "pytest-xdist>=3.8", "nbclient>=0.7", "nbformat>=5",
+                 "ipykernel>=6", "psycopg[binary]>=3.1", "sphinx>=7", "myst-nb>=1.0", "furo>=2024.8.6",
                  "jupyterlab>=4", "ipywidgets>=8", "selenium>=4.11", "statsmodels>=0.14"],
     },
     entry_points={"console_scripts": ["gluon-bbb=gluon_bbb.cli:main"]},

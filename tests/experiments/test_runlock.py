@@ -23,16 +23,49 @@ HOLD = textwrap.dedent("""
 """)
 
 
+#: A process that holds the lock of each folder it reads, one line each, until the next line.
+HOLD_EACH = textwrap.dedent("""
+    import sys
+    from gluon_bbb.experiments.runlock import RunFolderLock
+    while folder := sys.stdin.readline().rstrip("\\n"):
+        with RunFolderLock(folder):
+            print("locked", flush=True)
+            sys.stdin.readline()
+        print("released", flush=True)
+""")
+
+
+@pytest.fixture(scope="module")
+def holders():
+    """The module's holding process, started again where a test killed it (each start imports
+    MXNet: seconds)."""
+    started = []
+
+    def alive():
+        if not started or started[-1].poll() is not None:
+            started.append(subprocess.Popen([sys.executable, "-c", HOLD_EACH], stdin=subprocess.PIPE,
+                                            stdout=subprocess.PIPE, text=True))
+        return started[-1]
+
+    yield alive
+    for process in started:
+        process.kill()
+        process.wait()
+
+
 @pytest.fixture
-def held(tmp_path):
+def held(tmp_path, holders):
     """A run folder whose lock another process holds; yields (folder, that process)."""
     folder = tmp_path / "run"
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(folder)], stdout=subprocess.PIPE,
-                              text=True)
+    holder = holders()
+    holder.stdin.write(f"{folder}\n")
+    holder.stdin.flush()
     assert holder.stdout.readline().strip() == "locked"
     yield folder, holder
-    holder.kill()
-    holder.wait()
+    if holder.poll() is None:  # alive: it lets go of this folder
+        holder.stdin.write("next\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline().strip() == "released"
 
 
 def test_a_second_writer_is_refused_with_the_folder_and_the_holders_pid(held):

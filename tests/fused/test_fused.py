@@ -475,6 +475,10 @@ def test_failed_build_and_missing_compiler_give_a_reason(monkeypatch, tmp_path):
     broken.write_text("this is not C++\n")
     monkeypatch.setenv("GLUON_BBB_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(fused_build, "SOURCE", str(broken))
+    # MXNet's lib_api.cc, compiled beside the source, takes seconds at -O3: an empty stand-in
+    include_dir, _ = fused_build._mxnet_dirs()
+    (tmp_path / "lib_api.cc").write_text("")
+    monkeypatch.setattr(fused_build, "_mxnet_dirs", lambda: (include_dir, str(tmp_path / "lib_api.cc")))
     status = fused_build._build_and_load()
     assert not status.available and "compiling broken.cc failed" in status.reason
     assert not any((tmp_path / "cache").glob("*.so"))  # nothing half-built is left behind
