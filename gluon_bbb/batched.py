@@ -5,10 +5,13 @@ K networks w_1 .. w_K drawn from q(w | theta). Run one after another, each draw 
 whole per-pass overhead again. For a network that is a stack of ``gluon.nn.Dense`` layers
 the K networks run at once instead:
 
-* the first layer is one GEMM of the K weight matrices stacked to (K * units, in) against
-  the inputs x (B, in), giving (K * units, B), read as (K, units, B);
-* every later layer is one ``batch_dot`` over the K draws, (K, B, in) x (K, in, units);
-* biases broadcast over the minibatch, activations are elementwise.
+* the first layer is one ``FullyConnected`` of the inputs x (B, in) against the K weight
+  matrices and biases stacked to (K * units, in) and (K * units,), giving (B, K * units), read
+  as (K, B, units);
+* every later layer is one ``batch_dot`` over the K draws, (K, B, in) x (K, in, units), its
+  bias added as a batched product with a column of ones (whose gradient is a GEMM, where
+  ``broadcast_add``'s backward reduction costs several times as much);
+* activations are elementwise.
 
 :func:`batched_network` says whether a network qualifies (and why not), :func:`batched_pass`
 which pass a trainer's step takes, :class:`BatchedDense` runs the K networks, :class:`StepDraws`
@@ -79,7 +82,7 @@ class BatchedDense(gluon.HybridBlock):
 
     def hybrid_forward(self, F, x, *weights):
         K, n = self.num_draws, self.num_tensors
-        h, columns, first = x, False, True  # columns: h is (K, units, B), else (K, B, units)
+        h, first = x, True
         for step in self.plan:
             if step[0] == "flatten":
                 h = F.flatten(h)
@@ -89,22 +92,25 @@ class BatchedDense(gluon.HybridBlock):
                 continue
             _, weight, bias, units, activation = step
             if first:
-                # one GEMM: (K * units, in) x (B, in)^T -> (K * units, B) -> (K, units, B)
+                # one GEMM with its bias: (B, in) x (K * units, in)^T -> (B, K * units)
                 stacked = F.concat(*[weights[k * n + weight] for k in range(K)], dim=0)
-                h = F.dot(stacked, F.flatten(h), transpose_b=True).reshape((K, units, -1))
-                if bias is not None:
-                    h = F.broadcast_add(h, self._stacked(F, weights, bias).reshape((K, units, 1)))
-                columns, first = True, False
+                biases = (F.concat(*[weights[k * n + bias] for k in range(K)], dim=0)
+                          if bias is not None else None)
+                h = F.FullyConnected(F.flatten(h), stacked, biases, num_hidden=K * units,
+                                     no_bias=bias is None)
+                h = F.transpose(h.reshape((0, K, units)), axes=(1, 0, 2))  # (K, B, units)
+                first = False
             else:
                 # (K, B, in) x (K, units, in)^T -> (K, B, units)
-                h = F.batch_dot(h, self._stacked(F, weights, weight), transpose_a=columns,
-                                transpose_b=True)
+                h = F.batch_dot(h, self._stacked(F, weights, weight), transpose_b=True)
                 if bias is not None:
-                    h = F.broadcast_add(h, self._stacked(F, weights, bias).reshape((K, 1, units)))
-                columns = False
+                    # the bias as a product with a column of ones: its gradient is then one
+                    # batched GEMM, where broadcast_add's backward is a slow reduction
+                    ones = F.ones_like(F.slice_axis(h, axis=2, begin=0, end=1))  # (K, B, 1)
+                    h = h + F.batch_dot(ones, self._stacked(F, weights, bias).reshape((K, 1, units)))
             if activation is not None:
                 h = activation(h)
-        return F.transpose(h, axes=(0, 2, 1)) if columns else h
+        return h
 
 
 def batched_network(net: gluon.Block, targets: Sequence[gluon.Parameter],
