@@ -98,6 +98,7 @@ def gluon_state(folder, seed, hidden=8):
 
 
 def test_paired_continuations_run_resume_and_compare(tmp_path, tiny_data, capsys, monkeypatch):
+    pytest.importorskip("torch")  # the peer's half (the [peer] extra)
     script = load_script("paired_continuation")
     common = ["--hidden", "8", "--lr", "1e-3", "--data-dir", tiny_data, "--mc-samples", "2",
               "--last-mc", "2", "--eager", "--threads", "1"]
