@@ -124,7 +124,8 @@ for name in sorted(os.listdir(NOTEBOOKS)):
         with open(path, "w", encoding="utf-8") as handle:
             json.dump(notebook, handle)
 with open(os.path.join(NOTEBOOKS, "README.md"), encoding="utf-8") as handle:
-    readme = re.sub(r"\[([^\]]*)\]\(\.\./README\.md\)", r"\1 (the repository's README)", handle.read())
+    readme = _book_links(re.sub(r"\[([^\]]*)\]\(\.\./README\.md\)", r"\1 (the repository's README)",
+                                handle.read()))
 with open(os.path.join(NOTEBOOKS, "README.md"), "w", encoding="utf-8") as handle:
     handle.write(readme)
 
