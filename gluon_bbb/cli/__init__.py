@@ -37,6 +37,7 @@ import argparse
 import sys
 
 from ..experiments.machine import recorded_command
+from ..io.locks import LockTimeout
 from ..trainer import NonFiniteLossError
 from ..version import __version__
 from . import bandit, continual, data, reproduce, runs, search, train, uncertainty
@@ -68,7 +69,8 @@ def main(argv=None):
     Returns
     -------
     int
-        0 on success; 2 for a usage error (bad option, missing data or GPU, bad prior); 1
+        0 on success; 2 for a usage error (bad option, missing data or GPU, bad prior) or a
+        lock another process held too long; 1
         when training diverged; 130 when interrupted.
     """
     argv = sys.argv[1:] if argv is None else [str(arg) for arg in argv]
@@ -81,7 +83,7 @@ def main(argv=None):
         args.argv = argv  # what reruns it (the search's worker processes), passwords and all
     try:
         return args.func(args)
-    except (FileNotFoundError, ValueError) as error:  # includes DataNotFoundError
+    except (FileNotFoundError, ValueError, LockTimeout) as error:  # includes DataNotFoundError
         return _fail(error, 2)
     except NonFiniteLossError as error:
         return _fail(error, 1)

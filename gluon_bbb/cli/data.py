@@ -4,6 +4,7 @@ import argparse
 import sys
 
 from ..data import datafolders, fetch, sources, state
+from ..io.locks import LockTimeout
 from .common import HelpFormatter, number
 
 __all__ = ["add_parsers", "data_command"]
@@ -85,7 +86,7 @@ def _fetch(args):
         try:
             folder = fetch.fetch(name, root=args.to, progress=not args.no_progress,
                                  timeout=args.timeout, deadline=args.deadline)
-        except fetch.FetchError:
+        except (fetch.FetchError, LockTimeout):  # one line each, from main
             raise
         except OSError as error:  # a folder that cannot be created or written
             raise ValueError(f"{error.filename or args.to}: cannot download there "

@@ -9,8 +9,9 @@ temporary name in the target folder, is checked by the SHA-256 of its decompress
 wrong download never leaves a file that a later run would trust; it gets the mode of any new
 file under the umask. A copy already there that fails its check is never overwritten: it is
 renamed aside (:func:`set_aside`) in a line naming where it went. A lock on ``.fetch.lock`` in
-the target folder (:mod:`gluon_bbb.io.locks`) makes a second process wait; it then finds the
-verified file and downloads nothing; the lock's holder removes the temporary files of a killed
+the target folder (:mod:`gluon_bbb.io.locks`) makes a second process wait, at most as long as
+the first may take (:class:`~gluon_bbb.io.locks.LockTimeout` names the lock file after that);
+it then finds the verified file and downloads nothing; the lock's holder removes the temporary files of a killed
 download. Every request has a timeout, every download a deadline, and a host that does not
 answer is not asked again in the process. With ``progress``, "connecting to HOST" comes before
 the bar and a line naming the file, its source and its folder stays after it. When every source
@@ -319,7 +320,8 @@ def _all_failed_message(folder, data_file, failures):
 
 
 def fetch_file(folder, data_file: DataFile, progress: bool = True,
-               timeout: float = DEFAULT_TIMEOUT_S, deadline: float = DEFAULT_DEADLINE_S) -> Path:
+               timeout: float = DEFAULT_TIMEOUT_S, deadline: float = DEFAULT_DEADLINE_S,
+               lock_timeout: Optional[float] = None) -> Path:
     """``data_file`` in ``folder`` (created if need be), downloaded unless already there.
 
     Parameters
@@ -335,6 +337,9 @@ def fetch_file(folder, data_file: DataFile, progress: bool = True,
         that does not answer is not asked again in this process.
     deadline : float
         Seconds a download from one source may take in all.
+    lock_timeout : float, optional
+        Seconds to wait for another process that fetches into ``folder``; by default as long as
+        it may take (``deadline`` plus ``timeout`` for each source of the file).
 
     Returns
     -------
@@ -345,6 +350,9 @@ def fetch_file(folder, data_file: DataFile, progress: bool = True,
     ------
     FetchError
         Every source failed; the one-line message names each and why.
+    gluon_bbb.io.locks.LockTimeout
+        Another process held ``folder``'s lock for ``lock_timeout`` seconds (one line naming
+        the lock file).
     OSError
         ``folder`` cannot be created or written.
     """
@@ -353,7 +361,9 @@ def fetch_file(folder, data_file: DataFile, progress: bool = True,
     if found is not None and not _parts(folder, data_file):
         return found
     folder.mkdir(parents=True, exist_ok=True)
-    with waiting_lock(folder / LOCK_NAME):
+    if lock_timeout is None:
+        lock_timeout = len(source_urls(data_file)) * (deadline + timeout)
+    with waiting_lock(folder / LOCK_NAME, timeout=lock_timeout):
         for part in _parts(folder, data_file):  # the lock's holder writes the only live one
             part.unlink()
         found = find_verified(folder, data_file)  # another process may have fetched it
@@ -362,7 +372,8 @@ def fetch_file(folder, data_file: DataFile, progress: bool = True,
 
 
 def fetch(name: str, root=None, progress: bool = True,
-          timeout: float = DEFAULT_TIMEOUT_S, deadline: float = DEFAULT_DEADLINE_S) -> Path:
+          timeout: float = DEFAULT_TIMEOUT_S, deadline: float = DEFAULT_DEADLINE_S,
+          lock_timeout: Optional[float] = None) -> Path:
     """Every file of data set ``name`` in ``root/<name>``, downloading those not already there.
 
     Parameters
@@ -372,7 +383,7 @@ def fetch(name: str, root=None, progress: bool = True,
         The folder holding a folder per data set; default
         :func:`~gluon_bbb.data.datafolders.download_root` (``$GLUON_BBB_DATA``, else
         ``~/.cache/gluon_bbb/data``).
-    progress, timeout, deadline
+    progress, timeout, deadline, lock_timeout
         As for :func:`fetch_file`.
 
     Returns
@@ -384,7 +395,7 @@ def fetch(name: str, root=None, progress: bool = True,
     ------
     ValueError
         Unknown ``name``.
-    FetchError, OSError
+    FetchError, LockTimeout, OSError
         As for :func:`fetch_file`.
     """
     files = files_of(name)
@@ -392,7 +403,8 @@ def fetch(name: str, root=None, progress: bool = True,
     failed = []
     for data_file in files:  # each file, so that the error names every one not downloaded
         try:
-            fetch_file(folder, data_file, progress=progress, timeout=timeout, deadline=deadline)
+            fetch_file(folder, data_file, progress=progress, timeout=timeout, deadline=deadline,
+                       lock_timeout=lock_timeout)
         except FetchError as error:
             failed.append((data_file, error.reasons))
     if failed:

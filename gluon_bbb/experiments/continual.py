@@ -65,7 +65,7 @@ from ..loss import BBBLoss
 from ..priors import DiagonalGaussianPrior, GaussianPrior
 from ..trainer import BBBTrainer
 from .machine import machine_info
-from .runlock import LOCK_FILE, RunFolderLock
+from .runlock import LOCK_FILES, RunFolderLock
 
 __all__ = ["PLAIN", "FIXED", "UPDATING", "UPDATING_ML", "METHODS", "SETTINGS", "CHECKPOINT",
            "RECORD", "continual_settings", "permutations", "run_continual", "read_record"]
@@ -303,7 +303,7 @@ def _check_folder(run_dir):
         raise ValueError(f"{run_dir} is a file, not a run folder; choose another run folder")
     if os.path.isfile(os.path.join(run_dir, CHECKPOINT)):
         return True
-    others = sorted(name for name in os.listdir(run_dir) if name != LOCK_FILE) \
+    others = sorted(name for name in os.listdir(run_dir) if name not in LOCK_FILES) \
         if os.path.isdir(run_dir) else []
     if others:
         raise ValueError(f"{run_dir} holds {others[0]} but no {CHECKPOINT}: it is not a "

@@ -1,10 +1,11 @@
 """One writer per run folder; and a start barrier for worker processes (:func:`meet_workers`).
 
 ``train``, ``reproduce`` and every ``search`` trial hold an exclusive lock on their run folder
-while they write it: an exclusive lock (:mod:`gluon_bbb.io.locks`: ``fcntl.flock``, or
-``msvcrt.locking`` on Windows) on the file :data:`LOCK_FILE` inside it. The operating
-system releases the lock when the process ends, however it ends (even by SIGKILL), so a
-crashed run never leaves the folder locked. While a process holds a folder, SIGTERM (``kill``'s
+while they write it: an exclusive lock (:mod:`gluon_bbb.io.locks`: ``filelock``, which takes
+``fcntl.flock`` or, on Windows, ``LockFileEx``) on the file :data:`LOCK_FILE` inside it; the
+holder writes its pid in :data:`PID_FILE`. The operating system releases the lock when the
+process ends, however it ends (even by SIGKILL), so a crashed run never leaves the folder
+locked. While a process holds a folder, SIGTERM (``kill``'s
 default, what a scheduler or a container stop sends) stops it as an exception would, raising
 :class:`Terminated` in the main thread: the run's session is recorded before the process ends,
 with exit status 143 (128 + SIGTERM). A second writer is refused at once with a
@@ -13,7 +14,6 @@ lock is re-entrant (the command line holds it around ``reproduce.run``, which ta
 ``prune``, ``plot``, ...) take no lock: checkpoints are replaced atomically. The writer that
 takes the lock removes the temporary files a killed writer may have left half-written.
 """
-import errno
 import logging
 import os
 import signal
@@ -21,16 +21,22 @@ import threading
 import time
 
 from .._checks import check_int
-from ..io.locks import try_lock, unlock, waiting_lock
+from ..io.locks import try_lock, waiting_lock
 from ..io.checkpoint import remove_stale_temporary_files
 
-__all__ = ["LOCK_FILE", "RunFolderBusyError", "RunFolderLock", "Terminated", "waiting_lock",
-           "meet_workers"]
+__all__ = ["LOCK_FILE", "PID_FILE", "LOCK_FILES", "RunFolderBusyError", "RunFolderLock",
+           "Terminated", "waiting_lock", "meet_workers"]
 
 logger = logging.getLogger(__name__)
 
-#: The lock file inside a run folder; it holds the pid of the last process that locked it.
+#: The lock file inside a run folder (its content is ``filelock``'s; on Windows it is removed on
+#: release).
 LOCK_FILE = ".writer.lock"
+#: The file inside a run folder that holds the pid of the last process that locked it (apart
+#: from the lock file: ``filelock`` before 3.30 empties the lock file at each refused attempt).
+PID_FILE = ".writer.pid"
+#: The writer lock's files, which a run folder may hold besides a run's own.
+LOCK_FILES = (LOCK_FILE, PID_FILE)
 #: Folders (real paths) this process holds, with how many times each is entered.
 _HELD = {}
 
@@ -81,7 +87,7 @@ class RunFolderLock:
     def __init__(self, folder):
         self.folder = os.fspath(folder)
         self.path = os.path.join(self.folder, LOCK_FILE)
-        self.descriptor = None
+        self.lock = None
         self.key = None
 
     def __enter__(self):
@@ -90,20 +96,19 @@ class RunFolderLock:
         if self.key in _HELD:
             _HELD[self.key] += 1
             return self
-        descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            try_lock(descriptor)
-        except OSError as error:
-            holder = _read_pid(descriptor)
-            os.close(descriptor)
-            if error.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise
+        lock = try_lock(self.path)
+        if lock is None:
+            holder = _read_pid(os.path.join(self.folder, PID_FILE))
             raise RunFolderBusyError(
                 f"{self.folder} is being written by another process (pid {holder or 'unknown'}); "
-                "wait for it to finish, stop it, or choose another output folder") from None
-        os.ftruncate(descriptor, 0)
-        os.pwrite(descriptor, f"{os.getpid()}\n".encode("ascii"), 0)
-        self.descriptor = descriptor
+                "wait for it to finish, stop it, or choose another output folder")
+        try:
+            with open(os.path.join(self.folder, PID_FILE), "w", encoding="ascii") as handle:
+                handle.write(f"{os.getpid()}\n")
+        except BaseException:
+            lock.release()
+            raise
+        self.lock = lock
         if not _HELD:
             _catch_sigterm()
         _HELD[self.key] = 1
@@ -119,17 +124,17 @@ class RunFolderLock:
             del _HELD[self.key]
             if not _HELD:
                 _release_sigterm()
-        if self.descriptor is not None:
-            unlock(self.descriptor)
-            os.close(self.descriptor)
-            self.descriptor = None
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
         return False
 
 
-def _read_pid(descriptor):
-    """The pid written in the lock file, or None."""
+def _read_pid(path):
+    """The pid written in the file ``path``, or None."""
     try:
-        text = os.pread(descriptor, 32, 0).decode("ascii").strip()
+        with open(path, "rb") as handle:
+            text = handle.read(32).decode("ascii").strip()
     except (OSError, UnicodeDecodeError):
         return None
     return int(text) if text.isdigit() else None

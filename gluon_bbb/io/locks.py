@@ -1,75 +1,80 @@
-"""Exclusive locks on a file, between the processes of one machine: ``fcntl.flock`` where it
-exists (Linux, macOS), ``msvcrt.locking`` on the file's first byte on Windows. The operating
-system releases either when the process ends, however it ends. Used by the run folders' writer
-lock (:mod:`gluon_bbb.experiments.runlock`) and the data fetcher (:mod:`gluon_bbb.data.fetch`);
-importing this module needs neither.
+"""Exclusive locks on a file between the processes of one machine, through ``filelock``:
+``fcntl.flock`` on Linux and macOS, ``LockFileEx`` on Windows. The operating system releases
+either when the process ends, however it ends. Used by the run folders' writer lock
+(:mod:`gluon_bbb.experiments.runlock`), the data fetcher (:mod:`gluon_bbb.data.fetch`) and the
+search's workers (:mod:`gluon_bbb.experiments.search`).
+
+What a lock file holds is ``filelock``'s: a lock taken and then refused to another process may
+leave it empty (``filelock`` before 3.30 truncates it on every attempt), and on Windows it is
+removed on release. Nothing is kept in it; a holder that names itself writes a file of its own.
+``filelock`` is imported on first use, so importing this module needs neither ``fcntl`` nor
+``msvcrt``.
 """
 import contextlib
-import errno
 import os
-import time
+from typing import Iterator, Optional
 
-try:
-    import fcntl
-except ImportError:  # Windows
-    fcntl = None
-try:
-    import msvcrt
-except ImportError:  # not Windows
-    msvcrt = None
-
-__all__ = ["try_lock", "unlock", "waiting_lock"]
-
-_POLL_S = 0.05
+__all__ = ["LockTimeout", "try_lock", "waiting_lock"]
 
 
-def _lock_windows(descriptor, blocking):
-    os.lseek(descriptor, 0, os.SEEK_SET)
-    while True:
-        try:
-            msvcrt.locking(descriptor, msvcrt.LK_NBLCK, 1)
-            return
-        except OSError:
-            if not blocking:
-                raise BlockingIOError(errno.EWOULDBLOCK, "locked by another process") from None
-            time.sleep(_POLL_S)
+class LockTimeout(TimeoutError):
+    """Another process held the lock for longer than the caller would wait."""
 
 
-def try_lock(descriptor, blocking=False):
-    """Lock the open file ``descriptor`` exclusively; wait for it with ``blocking``.
+def _file_lock(path):
+    import filelock  # on first use: see the module's docstring
+
+    return filelock, filelock.FileLock(os.fspath(path), thread_local=False)
+
+
+def try_lock(path):
+    """Take the exclusive lock on the file ``path`` (created if need be) if no other process
+    holds it; do not wait.
+
+    Returns
+    -------
+    filelock.BaseFileLock or None
+        The held lock (``.release()`` it, or let the process end), or None when another process
+        holds it.
 
     Raises
     ------
-    BlockingIOError
-        Without ``blocking``, another process holds the lock (errno EWOULDBLOCK or EAGAIN).
     OSError
-        The platform has no file locks.
+        ``path`` cannot be created or opened, or its file system has no locks.
     """
-    if fcntl is not None:
-        fcntl.flock(descriptor, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-    elif msvcrt is not None:
-        _lock_windows(descriptor, blocking)
-    else:
-        raise OSError(errno.ENOSYS, "no file locks on this platform")
-
-
-def unlock(descriptor):
-    """Release the lock that :func:`try_lock` took (closing the file releases it too)."""
-    if fcntl is not None:
-        fcntl.flock(descriptor, fcntl.LOCK_UN)
-    elif msvcrt is not None:
-        os.lseek(descriptor, 0, os.SEEK_SET)
-        msvcrt.locking(descriptor, msvcrt.LK_UNLCK, 1)
+    filelock, lock = _file_lock(path)
+    try:
+        lock.acquire(blocking=False)
+    except filelock.Timeout:
+        return None
+    return lock
 
 
 @contextlib.contextmanager
-def waiting_lock(path):
-    """``with waiting_lock(path):`` -- hold an exclusive lock on the file ``path`` (created with
-    mode 0644 under the umask if need be), waiting for it: the processes of one machine take
-    turns. Released when the block ends or the process dies."""
-    descriptor = os.open(os.fspath(path), os.O_RDWR | os.O_CREAT, 0o644)
+def waiting_lock(path, timeout: Optional[float] = None) -> Iterator[None]:
+    """``with waiting_lock(path):`` -- hold the exclusive lock on the file ``path`` (created if
+    need be), waiting for it: the processes of one machine take turns. Released when the block
+    ends or the process dies.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    timeout : float, optional
+        Seconds to wait at most; None waits as long as it takes.
+
+    Raises
+    ------
+    LockTimeout
+        Another process held the lock for ``timeout`` seconds; the one-line message names
+        ``path`` and the wait.
+    """
+    filelock, lock = _file_lock(path)
     try:
-        try_lock(descriptor, blocking=True)
+        lock.acquire(timeout=-1 if timeout is None else timeout)
+    except filelock.Timeout:
+        raise LockTimeout(f"another process holds {os.fspath(path)}; waited {timeout:g} s "
+                          "(let it finish, or stop it)") from None
+    try:
         yield
     finally:
-        os.close(descriptor)  # closing releases the lock
+        lock.release()

@@ -6,6 +6,7 @@ import gzip
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -19,6 +20,7 @@ from gluon_bbb.cli import main
 from gluon_bbb.data import (datafolders, digests, fetch, load_raw, load_splits, mushroom, read_idx,
                             sources, state)
 from gluon_bbb.data.sources import DataFile
+from gluon_bbb.io import locks
 from http_server import LocalServer
 from synthetic import needs_mnist, write_dataset
 
@@ -607,21 +609,95 @@ WITHOUT_FCNTL = """
 import sys
 sys.modules["fcntl"] = None  # as on Windows: importing it fails
 import gluon_bbb, gluon_bbb.cli, gluon_bbb.data.fetch, gluon_bbb.experiments.runlock
-print("imported")
+print("imported", "filelock" in sys.modules)
 """
 
 
 def test_gluon_bbb_imports_where_fcntl_does_not_exist():
+    """Importing needs neither fcntl nor filelock (imported on a lock's first use: where fcntl is
+    missing its import warns)."""
     env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
     done = subprocess.run([sys.executable, "-c", WITHOUT_FCNTL], env=env, capture_output=True,
                           text=True, timeout=300)
-    assert done.returncode == 0 and done.stdout.strip() == "imported", done.stderr[-2000:]
+    assert done.returncode == 0 and done.stdout.strip() == "imported False", done.stderr[-2000:]
+    assert "soft file lock" not in done.stderr
 
 
 def test_the_fetcher_and_the_run_lock_share_one_lock():
     from gluon_bbb.io import locks as _locks
     from gluon_bbb.experiments import runlock
     assert fetch.waiting_lock is _locks.waiting_lock is runlock.waiting_lock
+    assert runlock.try_lock is _locks.try_lock
+
+
+#: A process that holds the lock on the file argv[1] until its standard input closes.
+HOLD_LOCK = """
+import sys
+from gluon_bbb.io.locks import waiting_lock
+with waiting_lock(sys.argv[1]):
+    print("locked", flush=True)
+    sys.stdin.read()
+"""
+
+
+@pytest.fixture
+def held_fetch_lock(tmp_path):
+    """(the folder ``tmp_path/mnist``, the process that holds its fetch lock)."""
+    folder = tmp_path / "mnist"
+    folder.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(folder / fetch.LOCK_NAME)],
+                              env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        yield folder, holder
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_fetch_waits_for_a_held_lock_at_most_its_lock_timeout(held_fetch_lock, monkeypatch,
+                                                                server):
+    folder, _ = held_fetch_lock
+    use_sources(monkeypatch, server, "files")
+    started = time.monotonic()
+    with pytest.raises(locks.LockTimeout) as caught:
+        fetch.fetch_file(folder, tiny_file(), progress=False, lock_timeout=0.3)
+    assert time.monotonic() - started < 60  # bounded (not the default wait), however loaded
+    assert str(caught.value) == (f"another process holds {folder / fetch.LOCK_NAME}; "
+                                 "waited 0.3 s (let it finish, or stop it)")
+    assert leftovers(folder) == [] and not server.counts  # nothing was requested
+
+
+def test_by_default_a_fetch_waits_as_long_as_the_holder_may_take(held_fetch_lock, monkeypatch,
+                                                                 server):
+    """Two sources, each allowed its deadline plus its timeout: 2 x (0.2 + 0.1) s."""
+    folder, _ = held_fetch_lock
+    use_sources(monkeypatch, server, "404", "files")
+    with pytest.raises(locks.LockTimeout, match=r"; waited 0\.6 s"):
+        fetch.fetch_file(folder, tiny_file(), progress=False, timeout=0.1, deadline=0.2)
+
+
+def test_data_fetch_says_in_one_line_that_another_process_holds_the_lock(monkeypatch, capsys):
+    def held(*args, **kwargs):
+        raise locks.LockTimeout("another process holds /data/mnist/.fetch.lock; waited 1 s "
+                                "(let it finish, or stop it)")
+
+    monkeypatch.setattr(fetch, "fetch", held)
+    assert main(["data", "fetch", "mnist", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["gluon-bbb: error: another process holds /data/mnist/.fetch.lock; waited 1 s "
+                   "(let it finish, or stop it)"]
+
+
+def test_the_fetch_lock_of_a_killed_holder_is_free_at_once(held_fetch_lock, monkeypatch, server):
+    """The operating system's lock, not a lock file that outlives its holder: SIGKILL frees it."""
+    folder, holder = held_fetch_lock
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    use_sources(monkeypatch, server, "files")
+    found = fetch.fetch_file(folder, tiny_file(), progress=False, lock_timeout=0)
+    assert gzip.decompress(found.read_bytes()) == TINY_CONTENT
 
 
 def test_the_loaders_error_names_every_file_not_downloaded_with_one_way_to_fix(monkeypatch,

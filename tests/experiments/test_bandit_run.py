@@ -11,7 +11,7 @@ from gluon_bbb.experiments import bandit_run, bandit_settings
 from gluon_bbb.io.checkpoint import read_checkpoint, read_metadata
 from gluon_bbb.cli import main
 from gluon_bbb.data.mushroom import load_mushroom
-from gluon_bbb.experiments.runlock import LOCK_FILE
+from gluon_bbb.experiments.runlock import LOCK_FILES
 from test_bandit import tiny_lines
 
 STEPS = 6
@@ -113,7 +113,7 @@ def test_an_interrupted_run_keeps_the_finished_agents(tiny_file, tmp_path, monke
     CountingPlay(monkeypatch, stop=2)
     with pytest.raises(Interrupted):
         play(tiny_file, out)
-    assert [path.name for path in out.iterdir() if path.name != LOCK_FILE] == ["agent-thompson.json"]
+    assert [path.name for path in out.iterdir() if path.name not in LOCK_FILES] == ["agent-thompson.json"]
     monkeypatch.undo()
     counter = CountingPlay(monkeypatch)
     play(tiny_file, out)

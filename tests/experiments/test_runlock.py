@@ -12,7 +12,7 @@ import pytest
 
 from gluon_bbb import context
 from gluon_bbb.cli import main
-from gluon_bbb.experiments.runlock import LOCK_FILE, RunFolderBusyError, RunFolderLock
+from gluon_bbb.experiments.runlock import LOCK_FILES, PID_FILE, RunFolderBusyError, RunFolderLock
 
 HOLD = textwrap.dedent("""
     import sys, time
@@ -76,12 +76,21 @@ def test_a_second_writer_is_refused_with_the_folder_and_the_holders_pid(held):
             pass
 
 
+def test_the_holders_pid_survives_refused_writers(held):
+    """Each refused writer names the holder: an attempt leaves its record as it was."""
+    folder, holder = held
+    for _ in range(2):
+        with pytest.raises(RunFolderBusyError, match=f"\\(pid {holder.pid}\\)"):
+            with RunFolderLock(folder):
+                pass
+
+
 def test_the_lock_is_released_when_the_holder_is_killed(held):
     folder, holder = held
     holder.send_signal(signal.SIGKILL)
     holder.wait()
     with RunFolderLock(folder):  # the operating system released it
-        assert int((folder / LOCK_FILE).read_text()) == os.getpid()
+        assert int((folder / PID_FILE).read_text()) == os.getpid()
 
 
 def test_the_lock_is_reentrant_within_a_process(tmp_path):
@@ -106,7 +115,7 @@ def test_writing_commands_exit_2_on_a_folder_another_process_writes(held, comman
     assert main(command + [str(folder)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"pid {holder.pid}" in err[0] and str(folder) in err[0]
-    assert sorted(os.listdir(folder)) == [LOCK_FILE]  # nothing was written
+    assert sorted(os.listdir(folder)) == sorted(LOCK_FILES)  # nothing was written
 
 
 def test_search_trials_take_the_lock(tmp_path, fake_mnist):
@@ -124,7 +133,7 @@ def test_search_trials_take_the_lock(tmp_path, fake_mnist):
     assert "1 trials (1 fail)" in probe.stdout
     assert f"{trial} is being written by another process (pid {os.getpid()})" in probe.stderr
     assert "Traceback" not in probe.stderr
-    assert sorted(os.listdir(trial)) == [LOCK_FILE]
+    assert sorted(os.listdir(trial)) == sorted(LOCK_FILES)
 
 
 # ---------------------------------------------------------------------------- GPUs
@@ -174,4 +183,4 @@ def test_taking_the_lock_removes_only_half_written_temporary_files(tmp_path):
     (folder / "notes.v2.tmp").write_text("the user's")
     with RunFolderLock(folder):
         pass
-    assert sorted(os.listdir(folder)) == [LOCK_FILE, "notes.v2.tmp"]
+    assert set(os.listdir(folder)) - set(LOCK_FILES) == {"notes.v2.tmp"}
