@@ -2,7 +2,7 @@
 
 ``train``, ``reproduce`` and every ``search`` trial hold an exclusive lock on their run folder
 while they write it: an exclusive lock (:mod:`gluon_bbb.io.locks`: ``filelock``, which takes
-``fcntl.flock`` or, on Windows, ``LockFileEx``) on the file :data:`LOCK_FILE` inside it; the
+``fcntl.flock``, or Windows' own file lock) on the file :data:`LOCK_FILE` inside it; the
 holder writes its pid in :data:`PID_FILE`. The operating system releases the lock when the
 process ends, however it ends (even by SIGKILL), so a crashed run never leaves the folder
 locked. While a process holds a folder, SIGTERM (``kill``'s

@@ -1,14 +1,13 @@
 """Exclusive locks on a file between the processes of one machine, through ``filelock``:
-``fcntl.flock`` on Linux and macOS, ``LockFileEx`` on Windows. The operating system releases
-either when the process ends, however it ends. Used by the run folders' writer lock
+``fcntl.flock`` on Linux and macOS, Windows' own file lock on Windows. The operating system
+releases either when the process ends, however it ends. Used by the run folders' writer lock
 (:mod:`gluon_bbb.experiments.runlock`), the data fetcher (:mod:`gluon_bbb.data.fetch`) and the
 search's workers (:mod:`gluon_bbb.experiments.search`).
 
-What a lock file holds is ``filelock``'s: a lock taken and then refused to another process may
-leave it empty (``filelock`` before 3.30 truncates it on every attempt), and on Windows it is
-removed on release. Nothing is kept in it; a holder that names itself writes a file of its own.
-``filelock`` is imported on first use, so importing this module needs neither ``fcntl`` nor
-``msvcrt``.
+What a lock file holds is ``filelock``'s: ``filelock`` before 3.30 (the newest on Python 3.9 is
+3.19.1) empties it at every attempt, even one refused, and on Windows it is removed on release.
+Nothing is kept in it: a holder that names itself writes a file of its own. ``filelock`` is
+imported on first use, so importing this module needs neither ``fcntl`` nor ``msvcrt``.
 """
 import contextlib
 import os
