@@ -10,6 +10,7 @@ Nothing is kept in it: a holder that names itself writes a file of its own. ``fi
 imported on first use, so importing this module needs neither ``fcntl`` nor ``msvcrt``.
 """
 import contextlib
+import errno
 import os
 from typing import Iterator, Optional
 
@@ -24,6 +25,16 @@ def _file_lock(path):
     import filelock  # on first use: see the module's docstring
 
     return filelock, filelock.FileLock(os.fspath(path), thread_local=False)
+
+
+def _acquire(lock, **kwargs):
+    """``lock.acquire(**kwargs)``. On a file system without ``flock``, ``filelock`` before 3.29
+    raises NotImplementedError, an OSError (ENOSYS) here; later ones fall back to a lock file
+    that names its holder, which a holder killed on the same machine leaves free."""
+    try:
+        lock.acquire(**kwargs)
+    except NotImplementedError as error:
+        raise OSError(errno.ENOSYS, str(error), lock.lock_file) from None
 
 
 def try_lock(path):
@@ -43,7 +54,7 @@ def try_lock(path):
     """
     filelock, lock = _file_lock(path)
     try:
-        lock.acquire(blocking=False)
+        _acquire(lock, blocking=False)
     except filelock.Timeout:
         return None
     return lock
@@ -69,7 +80,7 @@ def waiting_lock(path, timeout: Optional[float] = None) -> Iterator[None]:
     """
     filelock, lock = _file_lock(path)
     try:
-        lock.acquire(timeout=-1 if timeout is None else timeout)
+        _acquire(lock, timeout=-1 if timeout is None else timeout)
     except filelock.Timeout:
         raise LockTimeout(f"another process holds {os.fspath(path)}; waited {timeout:g} s "
                           "(let it finish, or stop it)") from None
