@@ -70,8 +70,7 @@ def main(argv=None):
     -------
     int
         0 on success; 2 for a usage error (bad option, missing data or GPU, bad prior) or a
-        lock another process held too long; 1
-        when training diverged; 130 when interrupted.
+        lock another process held too long; 1 when training diverged; 130 when interrupted.
     """
     argv = sys.argv[1:] if argv is None else [str(arg) for arg in argv]
     try:

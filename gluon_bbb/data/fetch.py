@@ -11,10 +11,10 @@ file under the umask. A copy already there that fails its check is never overwri
 renamed aside (:func:`set_aside`) in a line naming where it went. A lock on ``.fetch.lock`` in
 the target folder (:mod:`gluon_bbb.io.locks`) makes a second process wait, at most as long as
 the first may take (:class:`~gluon_bbb.io.locks.LockTimeout` names the lock file after that);
-it then finds the verified file and downloads nothing; the lock's holder removes the temporary files of a killed
-download. Every request has a timeout, every download a deadline, and a host that does not
-answer is not asked again in the process. With ``progress``, "connecting to HOST" comes before
-the bar and a line naming the file, its source and its folder stays after it. When every source
+it then finds the verified file and downloads nothing; the lock's holder removes the temporary
+files of a killed download. Every request has a timeout, every download a deadline, and a host
+that does not answer is not asked again in the process. With ``progress``, "connecting to HOST"
+comes before the bar and a line naming the file, its source and its folder stays after it. When every source
 fails, :class:`FetchError` says in one line which sources were tried, why each failed, and where
 to put the files by hand.
 
@@ -339,7 +339,8 @@ def fetch_file(folder, data_file: DataFile, progress: bool = True,
         Seconds a download from one source may take in all.
     lock_timeout : float, optional
         Seconds to wait for another process that fetches into ``folder``; by default as long as
-        it may take (``deadline`` plus ``timeout`` for each source of the file).
+        it may take (``deadline`` plus ``timeout`` for each source of the file, or once if
+        there is none).
 
     Returns
     -------
@@ -362,7 +363,7 @@ def fetch_file(folder, data_file: DataFile, progress: bool = True,
         return found
     folder.mkdir(parents=True, exist_ok=True)
     if lock_timeout is None:
-        lock_timeout = len(source_urls(data_file)) * (deadline + timeout)
+        lock_timeout = max(1, len(source_urls(data_file))) * (deadline + timeout)
     with waiting_lock(folder / LOCK_NAME, timeout=lock_timeout):
         for part in _parts(folder, data_file):  # the lock's holder writes the only live one
             part.unlink()

@@ -2,17 +2,17 @@
 
 ``train``, ``reproduce`` and every ``search`` trial hold an exclusive lock on their run folder
 while they write it: an exclusive lock (:mod:`gluon_bbb.io.locks`: ``filelock``, which takes
-``fcntl.flock``, or Windows' own file lock) on the file :data:`LOCK_FILE` inside it; the
-holder writes its pid in :data:`PID_FILE`. The operating system releases the lock when the
-process ends, however it ends (even by SIGKILL), so a crashed run never leaves the folder
-locked. While a process holds a folder, SIGTERM (``kill``'s
-default, what a scheduler or a container stop sends) stops it as an exception would, raising
-:class:`Terminated` in the main thread: the run's session is recorded before the process ends,
-with exit status 143 (128 + SIGTERM). A second writer is refused at once with a
-:class:`RunFolderBusyError` naming the folder and the holder's pid. Within one process the
-lock is re-entrant (the command line holds it around ``reproduce.run``, which takes it too). Readers (``evaluate``,
-``prune``, ``plot``, ...) take no lock: checkpoints are replaced atomically. The writer that
-takes the lock removes the temporary files a killed writer may have left half-written.
+``fcntl.flock``, or Windows' own file lock) on the file :data:`LOCK_FILE` inside it; the holder
+writes its pid in :data:`PID_FILE`. The operating system releases the lock when the process ends,
+however it ends (even by SIGKILL), so a crashed run never leaves the folder locked. While a process
+holds a folder, SIGTERM (``kill``'s default, what a scheduler or a container stop sends) stops it
+as an exception would, raising :class:`Terminated` in the main thread: the run's session is
+recorded before the process ends, with exit status 143 (128 + SIGTERM). A second writer is refused
+at once with a :class:`RunFolderBusyError` naming the folder and the holder's pid. Within one
+process the lock is re-entrant (the command line holds it around ``reproduce.run``, which takes it
+too). Readers (``evaluate``, ``prune``, ``plot``, ...) take no lock: checkpoints are replaced
+atomically. The writer that takes the lock removes the temporary files a killed writer may have
+left half-written.
 """
 import logging
 import os
