@@ -35,6 +35,7 @@ import urllib.request
 from pathlib import Path
 from typing import Optional
 
+from ..io.checkpoint import new_file_mode
 from ..io.locks import waiting_lock
 from ..epochs import progress_bar_class
 from ..version import __version__
@@ -195,20 +196,6 @@ def _reason(error, timeout, temporary):
     return f"{type(error).__name__}: {error}"
 
 
-def _umask():
-    """The process's umask (read from ``/proc`` where it can be, else set and restored)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def set_aside(path, reason) -> Path:
     """Rename ``path``, a file that failed its check, to ``<name>.rejected`` (or
     ``<name>.rejected.<n>``, the first such name not taken), and say so in one line naming both
@@ -247,7 +234,7 @@ def _store(temporary, folder, data_file):
     try:
         if plain is not None:
             write_content(temporary, data_file, plain)
-        os.chmod(ready, 0o666 & ~_umask())  # as any new file (a temporary one is 0600)
+        os.chmod(ready, new_file_mode())  # as any new file (a temporary one is 0600)
         for other in copy_paths(folder, data_file.name):
             if other.exists() or other.is_symlink():
                 set_aside(other, _problem(other, data_file))

@@ -37,7 +37,8 @@ import zlib
 
 import numpy as np
 
-__all__ = ["FORMAT", "CheckpointError", "StoredCheckpoint", "atomic_write_bytes", "write_json",
+__all__ = ["FORMAT", "CheckpointError", "StoredCheckpoint", "new_file_mode", "atomic_write_bytes",
+           "write_json",
            "read_json", "write_checkpoint", "read_checkpoint", "read_metadata", "checked_field",
            "remove_stale_temporary_files"]
 
@@ -71,12 +72,36 @@ class CheckpointError(ValueError):
 
 
 # ---------------------------------------------------------------------------- writing
+def new_file_mode() -> int:
+    """The mode ``open`` gives a new file under the process's umask: ``0o666 & ~umask``.
+
+    A temporary file of :mod:`tempfile` is created 0600 and keeps that mode through a rename, so
+    a file written through one would be readable by its owner only (a run folder or a data
+    folder shared with a class: "Permission denied"). Writers set this mode before renaming.
+    The umask is read from ``/proc`` where it can be, else set and restored at once.
+    """
+    mask = None
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    mask = int(line.split()[1], 8)
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    if mask is None:
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return 0o666 & ~mask
+
+
 def atomic_write_bytes(path, payload):
     """Write ``payload`` to ``path`` durably, via a temporary file in the same folder.
 
     The temporary file is flushed and fsynced, renamed over ``path``, and the folder is
     fsynced, so that the rename itself survives a power cut. A crash at any moment leaves the
-    previous file (or none), never a truncated one.
+    previous file (or none), never a truncated one. The file gets the mode of any new file
+    under the umask (:func:`new_file_mode`), not the temporary file's 0600.
     """
     path = os.path.abspath(os.fspath(path))
     folder = os.path.dirname(path)
@@ -88,6 +113,7 @@ def atomic_write_bytes(path, payload):
             tmp.write(payload)
             tmp.flush()
             os.fsync(tmp.fileno())
+        os.chmod(tmp_path, new_file_mode())
         os.replace(tmp_path, path)
     except BaseException:
         if os.path.exists(tmp_path):

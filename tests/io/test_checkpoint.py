@@ -18,8 +18,9 @@ from mxnet import gluon, nd
 from gluon_bbb import BBBLoss, BBBTrainer, GaussianPrior
 from gluon_bbb.io import ndfile, optimizer_state
 from gluon_bbb.posterior import GaussianNoise
-from gluon_bbb.io.checkpoint import (CheckpointError, atomic_write_bytes, read_checkpoint, read_json,
-                                  read_metadata, write_checkpoint)
+from gluon_bbb.io.checkpoint import (CheckpointError, atomic_write_bytes, new_file_mode,
+                                  read_checkpoint, read_json, read_metadata, write_checkpoint,
+                                  write_json)
 from gluon_bbb.io.paramfile import load_parameter_file, save_parameter_file
 from gluon_bbb.data import ArrayLoader, EpochShuffled
 from synthetic import blobs
@@ -438,3 +439,18 @@ def test_the_slim_script_drops_the_optimizer_state_and_keeps_the_network(tmp_pat
     assert slimmed.history == trainer.history
     path.write_bytes(b"junk")
     assert script.main([str(path)]) == 2
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o027, 0o640), (0o077, 0o600)])
+def test_atomic_writes_give_the_mode_of_a_new_file_under_the_umask(tmp_path, umask, mode):
+    """A run folder shared with a class: its records readable by others as the umask allows
+    (a temporary file is created 0600 and would keep that mode through the rename)."""
+    previous = os.umask(umask)
+    try:
+        assert new_file_mode() == mode
+        atomic_write_bytes(tmp_path / "record.json", b"{}")
+        write_json(str(tmp_path / "other.json"), {"a": 1})
+    finally:
+        os.umask(previous)
+    for name in ("record.json", "other.json"):
+        assert (tmp_path / name).stat().st_mode & 0o777 == mode, name
