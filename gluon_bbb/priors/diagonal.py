@@ -74,7 +74,7 @@ class DiagonalGaussianPrior(Prior):
         self.sizes = [int(np.prod(shape)) for shape in self.shapes]
         # (ctx, dtype), the parameters' array lists then, (means, stds): see _placed
         self._placement = None
-        # (the likes of the last arrays() call, their (means, stds)): see arrays
+        # (the likes of the last arrays() call, the placement it handed out): see arrays
         self._handed_out = None
 
     @classmethod
@@ -153,9 +153,10 @@ class DiagonalGaussianPrior(Prior):
         """
         likes = tuple(likes)
         handed_out = self._handed_out
-        if handed_out is not None and len(likes) == len(handed_out[0]) and \
+        if handed_out is not None and handed_out[1] is self._placement and \
+                len(likes) == len(handed_out[0]) and \
                 all(a is b for a, b in zip(likes, handed_out[0])) and self._still_placed():
-            return handed_out[1]
+            return self._placement[2]
         if len(likes) != len(self.shapes):
             raise ValueError(f"the prior covers {len(self.shapes)} weight tensors, got "
                              f"{len(likes)}")
@@ -165,7 +166,7 @@ class DiagonalGaussianPrior(Prior):
                                  f"prior's has {self.shapes[index]}")
         result = self._placed(likes[0].context, np.dtype(likes[0].dtype).name)
         # the likes are kept (not only their ids), so no other array can take their ids
-        self._handed_out = (likes, result)
+        self._handed_out = (likes, self._placement)
         return result
 
     def _placed(self, ctx, dtype):

@@ -301,6 +301,12 @@ def test_the_arrays_are_placed_once_and_handed_out_again(monkeypatch):
     np.testing.assert_array_equal(wide_means[1].asnumpy(), np.ones((3, 4)))
     param.cast("float64")  # replaces the parameter's arrays: placed again
     assert prior.arrays(wide)[0][1] is param.data() and len(placements) == 2
+    prior.sum_log_prob(likes[1], index=1)  # the imperative cost in float32 places them again
+    assert len(placements) == 3 and param.data().dtype == np.float32
+    # so the float64 arrays handed out before are no longer the prior's: placed once more
+    wide_means, wide_stds = prior.arrays(wide)
+    assert wide_means[1] is param.data() and len(placements) == 4
+    assert all(a.dtype == np.float64 for a in wide_means + wide_stds)
 
 
 def _net(hidden=16, seed=3):
