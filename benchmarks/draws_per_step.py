@@ -48,11 +48,14 @@ from pathlib import Path
 
 import numpy as np
 import mxnet as mx
-from mxnet import gluon, nd
+from mxnet import nd
 
 import gluon_bbb
 from gluon_bbb.data import ArrayLoader, load_splits
 from gluon_bbb.experiments.machine import heap_in_use, machine_info, resident_memory
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import FitEpoch, TorchEpoch, make_net  # noqa: E402 -- sibling file
 
 try:
     import torch
@@ -66,43 +69,16 @@ GOALS = {"batched K=10 / K=1 on 784-100-100-10": 4.0, "per-weight / shared prior
 
 
 # ---------------------------------------------------------------- gluon_bbb
-def make_net(hidden):
-    net = gluon.nn.HybridSequential()
-    units = 784
-    for width in hidden:
-        net.add(gluon.nn.Dense(width, activation="relu", in_units=units))
-        units = width
-    net.add(gluon.nn.Dense(10, in_units=units))
-    net.initialize(mx.init.Xavier(), ctx=mx.cpu())
-    return net
-
-
-class GluonModel:
+class GluonModel(FitEpoch):
     """BBBTrainer.fit for one epoch."""
 
     def __init__(self, name, hidden, loader, num_samples, batch_draws, prior=None):
         mx.random.seed(0)
         self.name, self.loader = name, loader
         self.trainer = gluon_bbb.BBBTrainer(
-            make_net(hidden), gluon_bbb.BBBLoss(prior or gluon_bbb.GaussianPrior(1.0)),
+            make_net(hidden=hidden), gluon_bbb.BBBLoss(prior or gluon_bbb.GaussianPrior(1.0)),
             optimizer="adam", optimizer_params={"learning_rate": LEARNING_RATE}, seed=0,
             num_samples=num_samples, batch_draws=batch_draws)
-
-    def warmup(self, num_steps):
-        for i, (x, y) in enumerate(self.loader):
-            if i >= num_steps:
-                break
-            self.trainer.step(x, y, 1.0 / len(self.loader))
-        nd.waitall()
-
-    def time_epoch(self):
-        start = time.perf_counter()
-        self.trainer.fit(self.loader, num_epochs=self.trainer.epoch + 1, progress=False)
-        nd.waitall()
-        seconds = time.perf_counter() - start
-        if not math.isfinite(self.trainer.history[-1]["loss"]):
-            raise FloatingPointError(f"{self.name}: non-finite loss")
-        return seconds
 
     def path(self):
         trainer = self.trainer
@@ -119,15 +95,14 @@ def per_weight_prior(hidden, loader):
 
 
 # ---------------------------------------------------------------- the PyTorch peer
-class TorchBatched:
+class TorchBatched(TorchEpoch):
     """The peer of ``peer_pytorch.py`` drawing K networks a step, batched: eps of shape
     (K, out, in) for every layer, the first layer as one GEMM of x against the K weight
     matrices stacked to (K * out, in), the later ones ``torch.baddbmm`` over (K, B, .),
     Eq. (8) averaged over the K draws."""
 
     def __init__(self, name, hidden, images, labels, batch_size, num_samples, seed=0):
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from peer_pytorch import Gaussian  # noqa: PLC0415 -- sibling file
+        from peer_pytorch import Gaussian  # noqa: PLC0415 -- sibling file, needs torch
         torch.manual_seed(seed)
         self.name, self.num_samples, self.batch_size = name, num_samples, batch_size
         self.prior = Gaussian(1.0)
@@ -176,27 +151,6 @@ class TorchBatched:
         cost.backward()
         self.optimizer.step()
         return cost.detach()
-
-    def batches(self, limit=None):
-        order = torch.from_numpy(self.generator.permutation(len(self.images)))
-        for i, start in enumerate(range(0, len(order), self.batch_size)):
-            if limit is not None and i >= limit:
-                return
-            index = order[start:start + self.batch_size]
-            yield self.images[index], self.labels[index]
-
-    def warmup(self, num_steps):
-        for x, y in self.batches(num_steps):
-            self.step(x, y)
-
-    def time_epoch(self):
-        start = time.perf_counter()
-        total = torch.zeros(())
-        for x, y in self.batches():
-            total += self.step(x, y)
-        if not math.isfinite(float(total)):
-            raise FloatingPointError(f"{self.name}: non-finite loss")
-        return time.perf_counter() - start
 
     def path(self):
         return {"torch": torch.__version__, "torch_threads": torch.get_num_threads()}

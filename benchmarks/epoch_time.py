@@ -50,6 +50,9 @@ from mxnet import autograd, gluon, nd
 import gluon_bbb
 from gluon_bbb.data import get_loaders
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import FitEpoch, make_net, warm_up  # noqa: E402 -- sibling file
+
 BATCH_SIZE = 128
 LEARNING_RATE = 1e-3
 # Targets from the project's issues, as ratios to the deterministic MLP on this machine.
@@ -109,25 +112,6 @@ def machine_info():
 
 
 # ---------------------------------------------------------------- models
-def make_net(network="mlp", hidden=(400, 400)):
-    """784-H1-H2-10 ReLU MLP, shapes known up front (no deferred initialisation), or
-    ``gluon_bbb.models.lenet()`` (``network='lenet'``), shapes known after one forward pass."""
-    if network == "lenet":
-        net = gluon_bbb.models.lenet()
-        net.initialize(mx.init.Xavier(), ctx=mx.cpu())
-        net(nd.zeros((1, 784)))
-        return net
-    net = gluon.nn.HybridSequential()
-    with net.name_scope():
-        units = 784
-        for width in hidden:
-            net.add(gluon.nn.Dense(width, activation="relu", in_units=units))
-            units = width
-        net.add(gluon.nn.Dense(10, in_units=units))
-    net.initialize(mx.init.Xavier(), ctx=mx.cpu())
-    return net
-
-
 class Deterministic:
     """The plain network trained with gluon.Trainer + MXNet's optimizer + SoftmaxCrossEntropyLoss."""
 
@@ -151,11 +135,7 @@ class Deterministic:
         return loss, pred
 
     def warmup(self, num_batches):
-        for i, (data, label) in enumerate(self.loader):
-            if i >= num_batches:
-                break
-            self.step(data, label)
-        nd.waitall()
+        warm_up(self.loader, num_batches, self.step)
 
     def time_epoch(self):
         start = time.perf_counter()
@@ -172,7 +152,7 @@ class Deterministic:
         return seconds
 
 
-class BBB:
+class BBB(FitEpoch):
     """gluon_bbb.BBBTrainer.fit for one epoch."""
 
     def __init__(self, name, prior, loader, fused, network="mlp", estimator="weights",
@@ -184,23 +164,6 @@ class BBB:
             optimizer_params={"learning_rate": LEARNING_RATE}, seed=0, fused=fused,
             estimator=estimator)
 
-    def warmup(self, num_batches):
-        kl_weight = 1.0 / len(self.loader)
-        for i, (data, label) in enumerate(self.loader):
-            if i >= num_batches:
-                break
-            self.trainer.step(data, label, kl_weight)
-        nd.waitall()
-
-    def time_epoch(self):
-        start = time.perf_counter()
-        self.trainer.fit(self.loader, num_epochs=self.trainer.epoch + 1, progress=False)
-        nd.waitall()
-        seconds = time.perf_counter() - start
-        if not math.isfinite(self.trainer.history[-1]["loss"]):
-            raise FloatingPointError(f"{self.name}: non-finite loss")
-        return seconds
-
 
 class Tutorial:
     """benchmarks/tutorial_style.py, a fresh model for every timed epoch."""
@@ -208,7 +171,6 @@ class Tutorial:
     name = "tutorial-scale-mixture"
 
     def __init__(self, loader, warmup_batches):
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
         from tutorial_style import time_epoch  # noqa: PLC0415 -- optional, sibling file
         self._time_epoch = time_epoch
         self.loader = loader

@@ -26,7 +26,6 @@ import argparse
 import math
 import os
 import sys
-import time
 
 import numpy as np
 
@@ -37,11 +36,13 @@ except ImportError:  # pragma: no cover -- optional peer
     sys.exit("peer_pytorch.py needs PyTorch: pip install torch==2.13.0")
 
 import mxnet as mx
-from mxnet import nd
 
 import gluon_bbb
 from gluon_bbb.models import mlp
 from gluon_bbb.data import load_splits
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing import FitEpoch, TorchEpoch  # noqa: E402 -- sibling file
 
 BATCH_SIZE = 128
 LEARNING_RATE = 1e-3
@@ -113,10 +114,10 @@ class BayesMLP(torch.nn.Module):
 TORCH_OPTIMIZERS = {"adam": torch.optim.Adam, "sgd": torch.optim.SGD}
 
 
-class TorchBBB:
+class TorchBBB(TorchEpoch):
     def __init__(self, name, prior, images, labels, width, optimizer, seed=0):
         torch.manual_seed(seed)
-        self.name = name
+        self.name, self.batch_size = name, BATCH_SIZE
         self.model = BayesMLP(prior, (784, width, width, 10))
         self.optimizer = TORCH_OPTIMIZERS[optimizer](self.model.parameters(), lr=LEARNING_RATE)
         self.images = torch.from_numpy(images)
@@ -133,30 +134,9 @@ class TorchBBB:
         self.optimizer.step()
         return cost.detach()
 
-    def batches(self, limit=None):
-        order = torch.from_numpy(self.generator.permutation(len(self.images)))
-        for i, start in enumerate(range(0, len(order), BATCH_SIZE)):
-            if limit is not None and i >= limit:
-                return
-            index = order[start:start + BATCH_SIZE]
-            yield self.images[index], self.labels[index]
-
-    def warmup(self, num_batches):
-        for x, y in self.batches(num_batches):
-            self.step(x, y)
-
-    def time_epoch(self):
-        start = time.perf_counter()
-        total = torch.zeros(())
-        for x, y in self.batches():
-            total += self.step(x, y)  # summed on the tensor: no per-step host sync
-        if not math.isfinite(float(total)):
-            raise FloatingPointError(f"{self.name}: non-finite loss")
-        return time.perf_counter() - start
-
 
 # ---------------------------------------------------------------- gluon_bbb
-class GluonBBB:
+class GluonBBB(FitEpoch):
     def __init__(self, name, prior, images, labels, width, optimizer, fused=None, seed=0):
         mx.random.seed(seed)
         self.name = name
@@ -167,19 +147,6 @@ class GluonBBB:
                                             seed=seed, fused=fused)
         if fused is False and self.trainer.fused:
             raise RuntimeError(f"{name}: asked for the pure-MXNet path, got the fused one")
-
-    def warmup(self, num_batches):
-        for i, (x, y) in enumerate(self.loader):
-            if i >= num_batches:
-                break
-            self.trainer.step(x, y, 1.0 / len(self.loader))
-        nd.waitall()
-
-    def time_epoch(self):
-        start = time.perf_counter()
-        self.trainer.fit(self.loader, num_epochs=self.trainer.epoch + 1, progress=False)
-        nd.waitall()
-        return time.perf_counter() - start
 
 
 def main(argv=None):

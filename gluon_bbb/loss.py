@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Optional
 
 from mxnet import gluon
@@ -69,8 +68,9 @@ class BBBLoss(gluon.loss.Loss):
         normal noise eps with w = mu + sigma * eps; the loss computes the complexity from
         them. Alternatively one (1,) array holding the complexity already summed, log q(w |
         theta) - log P(w) (or KL(q || P) with ``kl='closed_form'``), as the fused operator
-        (:mod:`gluon_bbb.fused`) returns it. A hybridized loss keeps the calling convention
-        of its first call.
+        (:mod:`gluon_bbb.fused`) returns it; that cost runs in a graph of its own (a child
+        block without the prior's arrays or parameters, which it does not read), so a
+        hybridized loss takes both conventions.
 
     Outputs
     -------
@@ -113,6 +113,9 @@ class BBBLoss(gluon.loss.Loss):
             setattr(self, name, param)
         self.likelihood = likelihood
         self.noise_sigma = noise_sigma
+        with self.name_scope():  # the cost of a precomputed complexity, without the prior
+            self._precomputed = _PrecomputedCost(self.negative_log_likelihood,
+                                                 prefix="precomputed_")
 
     def negative_log_likelihood(self, F, pred, label):
         """-log P(D_i | w) summed over the minibatch, shape (1,)."""
@@ -143,30 +146,58 @@ class BBBLoss(gluon.loss.Loss):
                          for index, (w, sigma, eps) in enumerate(zip(weights, sigmas, epsilons))])
 
     def forward(self, x, *args):
-        """As gluon's, but a per-weight prior's arrays that a precomputed complexity (the fused
-        operator's) leaves unused are not reported as unused when the graph is built."""
-        if len(args) != 3 or not self.prior.per_weight:
-            return super().forward(x, *args)
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Parameter .* is not used by any computation")
-            return super().forward(x, *args)
+        """As gluon's, but a precomputed complexity (``pred, label, kl_weight, complexity``, the
+        fused operator's) goes to a child block whose graph has none of the prior's arrays or
+        parameters as inputs: it does not read them (gluon would report them unused when it
+        builds the graph), and a hybridized loss keeps one graph per calling convention."""
+        if len(args) == 3:
+            self._check_precomputed()
+            return self._precomputed(x, *args)
+        return super().forward(x, *args)
+
+    def _check_precomputed(self):
+        if self.prior.learnable:
+            raise TypeError("a learnable prior needs (pred, label, kl_weight, weights, "
+                            "sigmas, epsilons): a precomputed complexity has no gradient "
+                            "with respect to the prior's parameters")
 
     def hybrid_forward(self, F, pred, label, kl_weight, *complexity_inputs, **prior_params):
-        nll = self.negative_log_likelihood(F, pred, label)
         if len(complexity_inputs) == 1:
-            if self.prior.learnable:
-                raise TypeError("a learnable prior needs (pred, label, kl_weight, weights, "
-                                "sigmas, epsilons): a precomputed complexity has no gradient "
-                                "with respect to the prior's parameters")
-            complexity = complexity_inputs[0]
-        elif len(complexity_inputs) == 3:
-            estimate = self.closed_form_complexity if self.kl == "closed_form" else self.complexity
-            complexity = estimate(F, *complexity_inputs, prior_params)
-        else:
+            self._check_precomputed()
+            return self._precomputed.hybrid_forward(F, pred, label, kl_weight,
+                                                    complexity_inputs[0])
+        if len(complexity_inputs) != 3:
             raise TypeError("BBBLoss expects (pred, label, kl_weight, weights, sigmas, epsilons) "
                             "or (pred, label, kl_weight, complexity)")
-        cost = kl_weight * complexity + nll
-        return cost, nll, complexity
+        estimate = self.closed_form_complexity if self.kl == "closed_form" else self.complexity
+        complexity = estimate(F, *complexity_inputs, prior_params)
+        return _eq8_cost(kl_weight, complexity, self.negative_log_likelihood(F, pred, label))
+
+
+def _eq8_cost(kl_weight, complexity, nll):
+    """Eq. (8)'s cost pi_i * complexity + nll, with its two parts: (cost, nll, complexity),
+    (1,) each."""
+    return kl_weight * complexity + nll, nll, complexity
+
+
+class _PrecomputedCost(gluon.HybridBlock):
+    """Eq. (8)'s cost from a complexity summed elsewhere (the fused operator's): the graph of
+    :class:`BBBLoss` for that call, with no parameters.
+
+    Parameters
+    ----------
+    negative_log_likelihood : callable
+        ``negative_log_likelihood(F, pred, label)`` -> (1,), the loss's.
+
+    Inputs: pred, label, kl_weight (1,), complexity (1,). Outputs: cost, nll, complexity.
+    """
+
+    def __init__(self, negative_log_likelihood, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._negative_log_likelihood = negative_log_likelihood
+
+    def hybrid_forward(self, F, pred, label, kl_weight, complexity):
+        return _eq8_cost(kl_weight, complexity, self._negative_log_likelihood(F, pred, label))
 
 
 def _learned_noise_nll(F, pred, label):

@@ -47,10 +47,11 @@ def prior_inputs(prior: Prior, mus: Sequence[nd.NDArray]) -> tuple:
 
     Returns
     -------
-    (means, stds) : two lists of K NDArrays of the shapes of ``mus``, or two empty lists
+    (means, stds) : two tuples of K NDArrays of the shapes of ``mus`` (the same tuples at
+        every call with the same ``mus``), or two empty tuples
     """
     if not prior.per_weight:
-        return [], []
+        return (), ()
     return prior.arrays(mus)
 
 

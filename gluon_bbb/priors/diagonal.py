@@ -9,6 +9,7 @@ import mxnet as mx
 from mxnet import gluon
 
 from .._math import LOG_SQRT_2PI, get_F, kl_normal_scales, sum_of_squares, total
+from .._mxcompat import parameter_arrays
 from .base import Prior
 
 __all__ = ["DiagonalGaussianPrior"]
@@ -71,6 +72,10 @@ class DiagonalGaussianPrior(Prior):
                     init=_Values(self._initial[name]))
         self.shapes = [tuple(self._initial[f"mean{i}"].shape) for i in range(len(means))]
         self.sizes = [int(np.prod(shape)) for shape in self.shapes]
+        # (ctx, dtype), the parameters' array lists then, (means, stds): see _placed
+        self._placement = None
+        # (the likes of the last arrays() call, the placement it handed out): see arrays
+        self._handed_out = None
 
     @classmethod
     def from_posterior(cls, posterior) -> "DiagonalGaussianPrior":
@@ -134,14 +139,24 @@ class DiagonalGaussianPrior(Prior):
         """The means and standard deviations of every weight tensor as NDArrays on the context
         and in the dtype of ``likes`` (the posterior's mu, say), for the fused operator.
 
+        A training step calls it with the same ``likes`` every time: after the first call it
+        checks only that they and the prior's arrays are the same objects as then, and hands
+        out the same two tuples (no placement, no new arrays, no host sync).
+
         Parameters
         ----------
         likes : list of NDArrays, one per weight tensor, of the prior's shapes
 
         Returns
         -------
-        (means, stds) : two lists of NDArrays, the prior's own arrays (not copies: read only)
+        (means, stds) : two tuples of NDArrays, the prior's own arrays (not copies: read only)
         """
+        likes = tuple(likes)
+        handed_out = self._handed_out
+        if handed_out is not None and handed_out[1] is self._placement and \
+                len(likes) == len(handed_out[0]) and \
+                all(a is b for a, b in zip(likes, handed_out[0])) and self._still_placed():
+            return self._placement[2]
         if len(likes) != len(self.shapes):
             raise ValueError(f"the prior covers {len(self.shapes)} weight tensors, got "
                              f"{len(likes)}")
@@ -149,10 +164,32 @@ class DiagonalGaussianPrior(Prior):
             if tuple(like.shape) != self.shapes[index]:
                 raise ValueError(f"weight tensor {index} has shape {tuple(like.shape)}, the "
                                  f"prior's has {self.shapes[index]}")
-        ctx = likes[0].context
-        self.initialize(ctx, np.dtype(likes[0].dtype).name)
-        return ([self._constants[f"mean{i}"].data(ctx) for i in range(len(likes))],
-                [self._constants[f"std{i}"].data(ctx) for i in range(len(likes))])
+        result = self._placed(likes[0].context, np.dtype(likes[0].dtype).name)
+        # the likes are kept (not only their ids), so no other array can take their ids
+        self._handed_out = (likes, self._placement)
+        return result
+
+    def _placed(self, ctx, dtype):
+        """(means, stds), tuples of the prior's arrays on ``ctx`` in ``dtype``: initialised,
+        moved or cast (:meth:`initialize`) only when the last placement was elsewhere, or when
+        something replaced the parameters' arrays since (a cast, ``reset_ctx``, a forced
+        re-initialisation; ``set_data``, as a checkpoint's load, writes into them)."""
+        placement = self._placement
+        if placement is not None and placement[0] == (ctx, dtype) and self._still_placed():
+            return placement[2]
+        self.initialize(ctx, dtype)
+        params = [self._constants[f"{kind}{i}"] for kind in ("mean", "std")
+                  for i in range(len(self.shapes))]
+        arrays = [param.data(ctx) for param in params]
+        n = len(self.shapes)
+        self._placement = ((ctx, dtype), [(param, parameter_arrays(param)) for param in params],
+                           (tuple(arrays[:n]), tuple(arrays[n:])))
+        return self._placement[2]
+
+    def _still_placed(self):
+        """Whether the parameters hold the array lists of the last placement."""
+        return self._placement is not None and \
+            all(parameter_arrays(param) is data for param, data in self._placement[1])
 
     def _arrays(self, F, like, raw, index):
         """(m, s) of weight tensor ``index``: from ``raw`` inside a graph, else the arrays on
@@ -168,9 +205,8 @@ class DiagonalGaussianPrior(Prior):
         if tuple(like.shape) != self.shapes[index]:
             raise ValueError(f"weight tensor {index} has shape {tuple(like.shape)}, the prior's "
                              f"has {self.shapes[index]}")
-        self.initialize(like.context, np.dtype(like.dtype).name)
-        return (self._constants[f"mean{index}"].data(like.context),
-                self._constants[f"std{index}"].data(like.context))
+        means, stds = self._placed(like.context, np.dtype(like.dtype).name)
+        return means[index], stds[index]
 
     def log_prob(self, w, F=None, raw=None, index=None):
         """log N(w_j; m_j, s_j^2) elementwise, for weight tensor ``index``.

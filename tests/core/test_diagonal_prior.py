@@ -3,6 +3,7 @@ the Monte Carlo complexity against float64 NumPy references, gradients against c
 differences, the imperative and hybridized costs alike, the snapshot that training never moves,
 the fused path it takes, shape checks, and checkpoints with exact resume."""
 import decimal
+import gc
 import json
 import zipfile
 
@@ -269,6 +270,45 @@ def test_bad_arrays_and_indices_are_named():
 
 
 # ---------------------------------------------------------------------------- through BBBTrainer
+def test_the_arrays_are_placed_once_and_handed_out_again(monkeypatch):
+    """arrays() (the fused operator's inputs, read every step) places the prior's arrays
+    (initialise, move, cast) on its first call only: later calls with the same likes hand out
+    the same tuples, with the prior's values; another dtype, or arrays replaced behind its
+    back, places them again, and a checkpoint's set_data shows through the same arrays."""
+    prior = _prior("float32")
+    likes = [nd.zeros((2,)), nd.zeros((3, 4))]
+    means, stds = prior.arrays(likes)
+    for got, want in zip(means + stds, prior.means() + prior.stds()):
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got.asnumpy(), want)
+    np.testing.assert_array_equal(stds[1].asnumpy(), STD.astype(np.float32))
+    placements = []
+    initialize = prior.initialize
+    monkeypatch.setattr(prior, "initialize",
+                        lambda *args: (placements.append(args), initialize(*args)))
+    again = prior.arrays(list(likes))
+    assert again[0] is means and again[1] is stds and placements == []
+    prior.sum_log_prob(likes[1], index=1)  # the imperative cost reads the same placement
+    assert placements == []
+    wide = [like.astype("float64") for like in likes]
+    wide_means, wide_stds = prior.arrays(wide)
+    assert len(placements) == 1 and all(a.dtype == np.float64 for a in wide_means + wide_stds)
+    np.testing.assert_array_equal(wide_means[1].asnumpy(), MEAN.astype(np.float32))
+    assert prior.arrays(wide)[0] is wide_means and len(placements) == 1
+    param = prior.constants()["mean1"]
+    param.set_data(nd.ones((3, 4), dtype="float64"))  # as a checkpoint's load: in place
+    assert prior.arrays(wide)[0][1] is wide_means[1] and len(placements) == 1
+    np.testing.assert_array_equal(wide_means[1].asnumpy(), np.ones((3, 4)))
+    param.cast("float64")  # replaces the parameter's arrays: placed again
+    assert prior.arrays(wide)[0][1] is param.data() and len(placements) == 2
+    prior.sum_log_prob(likes[1], index=1)  # the imperative cost in float32 places them again
+    assert len(placements) == 3 and param.data().dtype == np.float32
+    # so the float64 arrays handed out before are no longer the prior's: placed once more
+    wide_means, wide_stds = prior.arrays(wide)
+    assert wide_means[1] is param.data() and len(placements) == 4
+    assert all(a.dtype == np.float64 for a in wide_means + wide_stds)
+
+
 def _net(hidden=16, seed=3):
     mx.random.seed(seed)
     net = gluon.nn.HybridSequential()
@@ -331,6 +371,31 @@ def test_the_prior_takes_the_fused_path_where_it_is_available(task_a_prior, monk
     assert _task_b(_copy(task_a_prior[0]), fused=True).fused
     pure = _task_b(_copy(task_a_prior[0]), fused=False)
     assert not pure.fused and "fused=False" in pure.fused_reason
+
+
+def test_a_long_run_with_the_prior_keeps_its_objects(task_a_prior):
+    """Steps with the prior (two draws a step, on the path the machine gives) create nothing
+    that outlives them: the live NDArrays and Python objects are as many after 40 more
+    steps as after the first 5."""
+    trainer = BBBTrainer(_net(), BBBLoss(_copy(task_a_prior[0]), kl="closed_form"),
+                         num_samples=2, seed=3)
+    x, y = blobs(num_examples=64, seed=0)
+    x, y = nd.array(x), nd.array(y)
+
+    def live():
+        nd.waitall()
+        gc.collect()
+        objects = gc.get_objects()
+        return sum(isinstance(o, nd.NDArray) for o in objects), len(objects)
+
+    counts = []
+    for steps in (5, 40):
+        for _ in range(steps):
+            trainer.step(x, y, 0.01)
+        counts.append(live())
+    (arrays_before, objects_before), (arrays_after, objects_after) = counts
+    assert arrays_after == arrays_before
+    assert objects_after - objects_before < 10  # one object a step would be 40
 
 
 def test_a_prior_of_another_network_is_refused(task_a_prior):

@@ -1,5 +1,6 @@
 """BBBLoss against a float64 NumPy Eq. (8), and gradients against finite differences."""
 import math
+import warnings
 
 import mxnet as mx
 import numpy as np
@@ -214,3 +215,86 @@ def test_closed_form_kl_is_refused_for_the_scale_mixture():
         BBBLoss(GaussianPrior(), kl="exact")
     with pytest.raises(ValueError, match="no closed-form KL"):
         ScaleMixturePrior().sum_kl(nd.zeros((2,)), nd.ones((2,)))
+
+
+def _precomputed_call(prior, hybridize=True):
+    """A loss with ``prior`` and the arguments of a call with a precomputed complexity."""
+    loss = BBBLoss(prior)
+    if hybridize:
+        loss.hybridize()
+    pred = nd.array(np.random.default_rng(0).normal(size=(6, 4)))
+    return loss, (pred, nd.array([0, 1, 2, 3, 0, 1]), nd.array([0.1]), nd.array([2.5]))
+
+
+def _diagonal_prior():
+    from gluon_bbb import DiagonalGaussianPrior
+    return DiagonalGaussianPrior([np.zeros((4, 3)), np.zeros(4)], [np.ones((4, 3)), np.ones(4)])
+
+
+@pytest.mark.parametrize("hybridize", [False, True])
+def test_a_precomputed_complexity_leaves_the_per_weight_priors_arrays_unreported(hybridize):
+    """With the fused operator's complexity the per-weight prior's arrays are not inputs of the
+    cost: gluon reports no unused parameter, and the cost is pi * complexity + nll."""
+    loss, args = _precomputed_call(_diagonal_prior(), hybridize)
+    loss.initialize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            cost, nll, complexity = loss(*args)
+    assert [str(w.message) for w in caught] == []
+    pred, label = args[0].asnumpy(), args[1].asnumpy().astype(int)
+    want = -np.sum(pred[np.arange(6), label] - np.log(np.exp(pred).sum(axis=1)))
+    np.testing.assert_allclose(nll.asnumpy(), [want], rtol=1e-6)
+    np.testing.assert_allclose(cost.asnumpy(), [0.1 * 2.5 + want], rtol=1e-6)
+    assert complexity.asscalar() == 2.5
+
+
+def test_a_hybridized_loss_takes_both_calling_conventions():
+    """Weights, sigmas and eps in one call and a precomputed complexity in the next: each
+    convention has its graph, with the imperative loss's values."""
+    net, posterior, epsilons, x, y = tiny_problem()
+    hybrid, imperative = BBBLoss(PRIORS[0]), BBBLoss(PRIORS[0])
+    hybrid.hybridize()
+    for loss in (hybrid, imperative):
+        full = bbb_cost(net, posterior, loss, epsilons, x, y, 0.1)
+        short = loss(net(x), y, nd.array([0.1], dtype=x.dtype), full[2])
+        full_again = bbb_cost(net, posterior, loss, epsilons, x, y, 0.1)
+        for a, b, c in zip(full, short, full_again):
+            np.testing.assert_allclose(a.asnumpy(), b.asnumpy(), rtol=1e-12)
+            np.testing.assert_array_equal(a.asnumpy(), c.asnumpy())
+
+
+def test_a_learnable_prior_still_refuses_a_precomputed_complexity():
+    loss, args = _precomputed_call(GaussianPrior(0.5, learnable=True))
+    loss.initialize()
+    with pytest.raises(TypeError, match="learnable prior needs"):
+        loss(*args)
+
+
+def _users_warning():
+    warnings.warn("a warning of the user's own", UserWarning)
+
+
+def test_the_loss_leaves_the_users_warnings_alone():
+    """The loss's calls touch no warning filter: a user's warning raised inside the loss (a
+    likelihood of their own) is shown, and one repeated between steps under the 'default'
+    action is shown once, not again after every call of the loss."""
+    class Warns(BBBLoss):
+        def negative_log_likelihood(self, F, pred, label):
+            warnings.warn("inside the likelihood", RuntimeWarning)
+            return super().negative_log_likelihood(F, pred, label)
+
+    inside, args = Warns(_diagonal_prior()), _precomputed_call(_diagonal_prior(), False)[1]
+    inside.initialize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        inside(*args)
+    assert [str(w.message) for w in caught] == ["inside the likelihood"]
+    loss, args = _precomputed_call(_diagonal_prior())
+    loss.initialize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        for _ in range(3):
+            loss(*args)
+            _users_warning()
+    assert [str(w.message) for w in caught] == ["a warning of the user's own"]
