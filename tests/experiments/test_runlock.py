@@ -14,21 +14,21 @@ from gluon_bbb import context
 from gluon_bbb.cli import main
 from gluon_bbb.experiments.runlock import LOCK_FILES, PID_FILE, RunFolderBusyError, RunFolderLock
 
-HOLD = textwrap.dedent("""
-    import sys, time
-    from gluon_bbb.experiments.runlock import RunFolderLock
-    with RunFolderLock(sys.argv[1]):
-        print("locked", flush=True)
-        time.sleep(120)
-""")
 
-
-#: A process that holds the lock of each folder it reads, one line each, until the next line.
+#: A process that holds the lock of each folder it reads, one line each, until the next line;
+#: given ``try FOLDER``, it only tries to take that folder's lock and says whether it was busy.
 HOLD_EACH = textwrap.dedent("""
     import sys
-    from gluon_bbb.experiments.runlock import RunFolderLock
-    while folder := sys.stdin.readline().rstrip("\\n"):
-        with RunFolderLock(folder):
+    from gluon_bbb.experiments.runlock import RunFolderBusyError, RunFolderLock
+    while line := sys.stdin.readline().rstrip("\\n"):
+        if line.startswith("try "):
+            try:
+                with RunFolderLock(line[len("try "):]):
+                    print("free", flush=True)
+            except RunFolderBusyError:
+                print("busy", flush=True)
+            continue
+        with RunFolderLock(line):
             print("locked", flush=True)
             sys.stdin.readline()
         print("released", flush=True)
@@ -93,16 +93,20 @@ def test_the_lock_is_released_when_the_holder_is_killed(held):
         assert int((folder / PID_FILE).read_text()) == os.getpid()
 
 
-def test_the_lock_is_reentrant_within_a_process(tmp_path):
+def test_the_lock_is_reentrant_within_a_process(tmp_path, holders):
+    """Taken again inside itself, the lock is still held for other processes (the module's
+    holding process tries it) until the outer block ends."""
+    def other_process_finds(folder):
+        holder = holders()
+        holder.stdin.write(f"try {folder}\n")
+        holder.stdin.flush()
+        return holder.stdout.readline().strip()
+
     with RunFolderLock(tmp_path / "a"):
         with RunFolderLock(tmp_path / "a"):
             pass
-        probe = subprocess.run([sys.executable, "-c", HOLD.replace("time.sleep(120)", ""),
-                                str(tmp_path / "a")], capture_output=True, text=True)
-        assert probe.returncode != 0 and "RunFolderBusyError" in probe.stderr
-    probe = subprocess.run([sys.executable, "-c", HOLD.replace("time.sleep(120)", ""),
-                            str(tmp_path / "a")], capture_output=True, text=True)
-    assert probe.returncode == 0
+        assert other_process_finds(tmp_path / "a") == "busy"
+    assert other_process_finds(tmp_path / "a") == "free"
 
 
 @pytest.mark.parametrize("command", [
