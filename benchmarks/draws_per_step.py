@@ -179,15 +179,16 @@ def models_for(network, hidden, batch_size, draws, images, labels, first):
     if first:
         prior = per_weight_prior(hidden, loader)
         for K in sorted({draws[0], draws[-1]}):
-            models.append(GluonModel(f"shared-prior-{K}", hidden, loader, K, None))
-            models.append(GluonModel(f"per-weight-prior-{K}", hidden, loader, K, None, prior))
+            batch = True if K > 1 else None  # the priors compared on the batched pass
+            models.append(GluonModel(f"shared-prior-{K}", hidden, loader, K, batch))
+            models.append(GluonModel(f"per-weight-prior-{K}", hidden, loader, K, batch, prior))
     return models
 
 
 def memory_run(hidden, batch_size, num_samples, images, labels, steps):
     """RSS and heap in use every steps / 10 batched steps (after one block of warm-up)."""
     loader = ArrayLoader(images, labels, batch_size, shuffle=True, seed=0)
-    model = GluonModel("memory", hidden, loader, num_samples, None)
+    model = GluonModel("memory", hidden, loader, num_samples, True)
     batches = list(loader)
     block = max(1, steps // 10)
     readings = []

@@ -29,10 +29,16 @@ from mxnet import gluon, nd
 from ._mxcompat import dense_settings
 from .posterior import assign_arrays
 
-__all__ = ["BatchedDense", "StepDraws", "batched_network", "batched_pass", "mean_cost",
+__all__ = ["BATCH_DRAWS_FROM", "BatchedDense", "StepDraws", "batched_network", "batched_pass",
+           "mean_cost",
            "ELEMENTWISE_BLOCKS", "is_plain_sequential", "inherits_forward"]
 
 logger = logging.getLogger(__name__)
+
+#: The fewest draws a step that the trainer batches by default (``batch_draws=None``). Below it
+#: the loop was as fast or faster where measured (docs/performance.md, "Several draws a step":
+#: K = 2 and 5 on two MLPs); at K = 10 the batched pass was faster on both.
+BATCH_DRAWS_FROM = 6
 
 #: Parameter-free blocks that act elementwise, so they apply to (K, B, units) as to (B, units).
 ELEMENTWISE_BLOCKS = (gluon.nn.Activation, gluon.nn.LeakyReLU, gluon.nn.ELU, gluon.nn.SELU,
@@ -178,8 +184,8 @@ def batched_pass(net: gluon.Block, targets: Sequence[gluon.Parameter], num_sampl
     num_samples : int, K
     estimator : str, the trainer's (only 'weights' draws whole weight tensors)
     requested : bool or None
-        The trainer's ``batch_draws``: None batches K > 1 draws where the network
-        qualifies, False never batches, True requires it (also for K = 1).
+        The trainer's ``batch_draws``: None batches K >= :data:`BATCH_DRAWS_FROM` draws where
+        the network qualifies, False never batches, True requires it (for any K).
     hybridize : bool
         Hybridize the batched block.
 
@@ -196,6 +202,9 @@ def batched_pass(net: gluon.Block, targets: Sequence[gluon.Parameter], num_sampl
         return None, "batch_draws=False was requested"
     if num_samples == 1 and requested is None:
         return None, "one draw a step (num_samples=1)"
+    if num_samples < BATCH_DRAWS_FROM and requested is None:
+        return None, (f"{num_samples} draws a step loop, as fast or faster below "
+                      f"{BATCH_DRAWS_FROM} (batch_draws=True batches them)")
     if estimator != "weights":
         reason = f"estimator {estimator!r} draws its noise inside each layer's forward pass"
     else:

@@ -94,10 +94,11 @@ class BBBTrainer:
         pure-MXNet path with a logged reason. False: always the pure-MXNet path. True:
         require the fused operator (RuntimeError if it is unavailable).
     batch_draws : bool or None
-        None: K = ``num_samples`` > 1 draws run as one batched pass (:mod:`gluon_bbb.batched`)
-        for a Sequential of Dense layers with the 'weights' estimator, else as a loop of K
-        passes (the same values and gradients, to rounding). False: the loop. True: the batched
-        pass or a RuntimeError, also for K = 1.
+        None: K = ``num_samples`` >= ``gluon_bbb.batched.BATCH_DRAWS_FROM`` (6) draws run as one
+        batched pass (:mod:`gluon_bbb.batched`) for a Sequential of Dense layers with the
+        'weights' estimator, else (and for fewer draws, where the loop is as fast) as a loop of
+        K passes (the same values and gradients, to rounding). False: the loop. True: the
+        batched pass or a RuntimeError, for any K.
 
     Attributes
     ----------

@@ -20,7 +20,7 @@ from mxnet import gluon, nd
 from gluon_bbb import (BBBLoss, BBBTrainer, DiagonalGaussianPrior, GaussianPrior,
                        ScaleMixturePrior)
 from gluon_bbb import fused, trainer as trainer_module
-from gluon_bbb.batched import batched_network
+from gluon_bbb.batched import BATCH_DRAWS_FROM, batched_network
 from gluon_bbb.data import ArrayLoader
 
 from gluon_bbb.experiments.machine import heap_in_use
@@ -132,8 +132,11 @@ def test_the_batched_pass_equals_the_loop(num_samples, prior, kl, dtype, monkeyp
         np.testing.assert_allclose(a.data().asnumpy(), b.data().asnumpy(), rtol=tol, atol=tol)
 
 
-def test_several_draws_batch_by_default_and_one_draw_loops():
-    assert make(None, 3).draws_path == "batched"
+def test_many_draws_batch_by_default_and_few_draws_loop():
+    assert make(None, BATCH_DRAWS_FROM).draws_path == "batched"
+    few = make(None, BATCH_DRAWS_FROM - 1)
+    assert few.draws_path == "loop" and "batch_draws=True" in few.draws_reason
+    assert make(True, 2).draws_path == "batched"
     single = make(None, 1)
     assert (single.draws_path, single.draws_reason) == ("loop", "one draw a step (num_samples=1)")
     assert make(False, 3).draws_reason == "batch_draws=False was requested"
@@ -155,7 +158,8 @@ def test_a_convolutional_network_falls_back_to_the_loop_and_says_why():
     labels = (images[:, :32].sum(axis=1) > 0).astype(np.float32)
     loader = ArrayLoader(images, labels, 32, shuffle=True, seed=0)
     mx.random.seed(0)
-    trainer = BBBTrainer(conv_net(), BBBLoss(GaussianPrior(1.0)), num_samples=3, seed=0)
+    trainer = BBBTrainer(conv_net(), BBBLoss(GaussianPrior(1.0)), num_samples=BATCH_DRAWS_FROM,
+                         seed=0)
     history = trainer.fit(loader, 2, progress=False)
     assert trainer.draws_path == "loop"
     assert "not a stack of Dense layers" in trainer.draws_reason
@@ -201,11 +205,11 @@ def test_a_frozen_layer_keeps_the_loop():
     net.initialize()
     net(batch("float32")[0])
     net[1].collect_params().setattr("grad_req", "null")
-    trainer = BBBTrainer(net, BBBLoss(GaussianPrior(1.0)), num_samples=2)
+    trainer = BBBTrainer(net, BBBLoss(GaussianPrior(1.0)), num_samples=BATCH_DRAWS_FROM)
     assert trainer.draws_path == "loop" and "not in the posterior" in trainer.draws_reason
 
 
-@pytest.mark.parametrize("batch_draws", [False, None])
+@pytest.mark.parametrize("batch_draws", [False, True])
 def test_fit_with_three_draws_a_step(batch_draws):
     x, y = blobs()
     loader = ArrayLoader(x[:200], y[:200], 32, shuffle=True, seed=0)  # a last batch of 8
@@ -215,7 +219,7 @@ def test_fit_with_three_draws_a_step(batch_draws):
     trainer = BBBTrainer(net, BBBLoss(GaussianPrior(1.0)), num_samples=3, seed=0,
                          optimizer_params={"learning_rate": 0.02}, batch_draws=batch_draws)
     history = trainer.fit(loader, 3, eval_data=loader, progress=False)
-    assert trainer.draws_path == ("batched" if batch_draws is None else "loop")
+    assert trainer.draws_path == ("batched" if batch_draws else "loop")
     assert history[-1]["loss"] < history[0]["loss"]
     for record in history:
         assert record["loss"] == pytest.approx(record["nll"] + record["complexity"], rel=1e-4)
@@ -230,7 +234,8 @@ def test_resume_with_several_draws_is_exact(tmp_path):
         net = gluon.nn.HybridSequential()
         net.add(gluon.nn.Dense(16, activation="relu"), gluon.nn.Dense(3))
         return BBBTrainer(net, BBBLoss(ScaleMixturePrior(0.25, 1.0, math.exp(-7))),
-                          num_samples=4, seed=3, optimizer_params={"learning_rate": 0.01})
+                          num_samples=4, seed=3, optimizer_params={"learning_rate": 0.01},
+                          batch_draws=True)
 
     def loader():
         return ArrayLoader(x[:256], y[:256], 32)
@@ -278,13 +283,13 @@ def test_ten_draws_a_step_hold_no_more_memory_as_they_go(sampling_path):
 
 @pytest.mark.parametrize("network, path", [("mlp", "batched"), ("lenet", "loop")])
 def test_configurations_take_the_batched_pass_where_it_applies(network, path):
-    """What ``gluon-bbb train --num-samples 3`` and ``reproduce`` build: the MLP batches its
+    """What ``gluon-bbb train --num-samples 6`` and ``reproduce`` build: the MLP batches its
     draws, the LeNet loops and says why."""
     from gluon_bbb.experiments import get_config
     from gluon_bbb.experiments.runners import make_bbb_trainer
 
     mx.random.seed(0)
-    config = get_config("bbb-mixture-400", num_samples=3, network=network)
+    config = get_config("bbb-mixture-400", num_samples=BATCH_DRAWS_FROM, network=network)
     trainer = make_bbb_trainer(config, mx.cpu())
-    assert trainer.num_samples == 3 and trainer.draws_path == path
+    assert trainer.num_samples == BATCH_DRAWS_FROM and trainer.draws_path == path
     assert (trainer.draws_reason == "") == (path == "batched")
