@@ -14,6 +14,14 @@ METHOD_LABELS = {"snr": "signal-to-noise ratio", "naive": "|mu| (naive)"}
 """Legend text of each pruning method in :func:`pruning_curve`."""
 
 
+CUTOFF_COLORS = ("#de8f05", "#029e73", "#cc78bc", "#56b4e9", "black", "#d55e00")
+"""Colours of the cutoff lines of :func:`log_snr_density` (the colorblind palette's orange, green,
+pink, sky blue, then black and vermillion): no two alike, none the curve's blue."""
+CUTOFF_STYLES = ("--", ":", "-.", (0, (6, 2, 1, 2, 1, 2)), (0, (1, 1)), (0, (10, 3)))
+"""Dash patterns of the cutoff lines, one each: with :data:`CUTOFF_COLORS`, six cutoffs differ in
+both colour and dash."""
+
+
 # ---------------------------------------------------------------------------- Fig. 3 and 4
 def _density_line(values, edges):
     """Histogram density of ``values`` over all of them (values outside the edges count)."""
@@ -116,20 +124,22 @@ def log_snr_density(snr, cutoffs=None, ax=None, bins=200, lowest=0.01):
     edges = np.linspace(start, decibels.max() + 1e-9, bins + 1)
     centers, density = _density_line(decibels, edges)  # over all weights, those left out too
     counts, _ = np.histogram(decibels, bins=edges)
-    curve_color, *cut_colors = palette(len(cutoffs) + 1)
+    curve_color = palette(1)[0]
+    cut_colors = [CUTOFF_COLORS[i % len(CUTOFF_COLORS)] for i in range(len(cutoffs))]
     density_ax.plot(centers, density, color=curve_color)
     below = np.count_nonzero(decibels < edges[0])
     cdf_ax.plot(edges[1:], (below + np.cumsum(counts)) / decibels.size, color=curve_color)
     with np.errstate(divide="ignore"):
         positions = 10.0 * np.log10(np.quantile(snr, cutoffs)) if cutoffs else []
-    styles = ("--", ":", "-.", (0, (6, 2, 1, 2, 1, 2)))  # colour and dash: no two lines alike
     for i, (fraction, position, color) in enumerate(zip(cutoffs, positions, cut_colors)):
+        style = CUTOFF_STYLES[i % len(CUTOFF_STYLES)]
         for ax in (density_ax, cdf_ax):
-            ax.axvline(position, color=color, linestyle=styles[i % 4], label=f"{100 * fraction:g}% removed")
+            ax.axvline(position, color=color, linestyle=style, linewidth=1.6,
+                       label=f"{100 * fraction:g}% removed")
     for ax, title in ((density_ax, "signal-to-noise ratio of the weights: density"),
                       (cdf_ax, "fraction of the weights below a ratio (CDF)")):
         ax.set_xlabel("signal-to-noise ratio (dB)" + (
-            f"; the lowest {100 * lowest:g}% (from {decibels.min():.0f} dB) left of the axis"
+            f"\nthe lowest {100 * lowest:g}% (down to {decibels.min():.0f} dB) left of the axis"
             if lowest else ""))
         ax.set_xlim(edges[0], edges[-1])
         ax.set_title(title)

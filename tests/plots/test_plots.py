@@ -143,6 +143,18 @@ def test_log_snr_density_marks_the_cutoffs_at_the_snr_quantiles():
     assert len(plots.log_snr_density(snr).axes[0].lines) == 1
 
 
+def test_log_snr_density_cutoff_lines_differ_in_colour_and_dash():
+    snr = np.exp(np.random.default_rng(4).normal(size=5000))
+    lines = plots.log_snr_density(snr, cutoffs=[0.5, 0.75, 0.9, 0.95, 0.98, 0.99]).axes[0].lines[1:]
+    colours = [matplotlib.colors.to_hex(line.get_color()) for line in lines]
+    assert len(set(colours)) == 6
+    # each line its own dash pattern: the named ones read back, the custom ones all distinct
+    from gluon_bbb.plots.weights import CUTOFF_STYLES
+    assert [line.get_linestyle() for line in lines[:3]] == ["--", ":", "-."]
+    assert len({str(style) for style in CUTOFF_STYLES}) == len(CUTOFF_STYLES) == 6
+    assert matplotlib.colors.to_hex(plots.log_snr_density(snr).axes[0].lines[0].get_color()) not in colours
+
+
 def test_log_snr_density_starts_its_axis_at_the_lowest_quantile():
     rng = np.random.default_rng(3)
     decibels = np.concatenate([rng.normal(0.0, 3.0, 9900), rng.uniform(-70.0, -20.0, 100)])
