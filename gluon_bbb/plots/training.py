@@ -72,6 +72,14 @@ def image_grid(images, labels, class_names=None, rows=3, cols=3, predictions=Non
 # ---------------------------------------------------------------------------- training
 LOSS_KEYS = ("loss", "nll", "complexity")
 ERROR_KEYS = ("train_error", "validation_error", "test_error")
+KEY_LABELS = {"loss": "free energy (loss)", "nll": "likelihood cost (nll)",
+              "complexity": "complexity cost",
+              "train_error": "training batches, as trained",
+              "validation_error": "validation set, after the epoch",
+              "test_error": "test set, after the epoch"}
+"""Legend text of each history key in :func:`training_curves`. A trainer's training error is
+measured on the batches as they were trained (for Bayes by Backprop: one sampled network a batch),
+its validation and test errors after each epoch (for Bayes by Backprop: the posterior mean)."""
 
 
 def training_curves(history, label=None, ax=None):
@@ -91,9 +99,10 @@ def training_curves(history, label=None, ax=None):
 
     Returns
     -------
-    Figure with two axes: one line per key present. The cost axis is logarithmic when every
-    value drawn on it is positive, so the likelihood cost stays visible beside a complexity
-    cost hundreds of times larger.
+    Figure with two axes: one line per key present, labelled in words (:data:`KEY_LABELS`). The
+    cost axis is logarithmic when every value drawn on it is positive, so the likelihood cost
+    stays visible beside a complexity cost hundreds of times larger; the free energy, drawn
+    dashed over the others, is then visible where it lies on the complexity cost.
     """
     from matplotlib import ticker  # here, not at the top: a light import
     if not isinstance(history, (list, tuple)) or not history or not all(isinstance(r, dict) for r in history):
@@ -106,8 +115,9 @@ def training_curves(history, label=None, ax=None):
         drawn = len(ax.lines)  # earlier runs on the same axes keep their colours
         for key, color in zip(present, palette(drawn + len(present))[drawn:]):
             values = [scale * record[key] for record in history]
-            dashed = dict(linestyle="--", zorder=3) if key == "loss" else {}  # over complexity
-            ax.plot(epochs, values, marker="o", markersize=3, color=color, label=prefix + key, **dashed)
+            dashed = dict(linestyle="--", linewidth=2.0, zorder=3) if key == "loss" else {}  # over complexity
+            ax.plot(epochs, values, marker="o", markersize=3, color=color,
+                    label=prefix + KEY_LABELS[key], **dashed)
         ax.set_xlabel("epoch")
         ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
         if present:
@@ -116,7 +126,7 @@ def training_curves(history, label=None, ax=None):
     if positive and loss_ax.lines:  # the complexity cost is often 100x the likelihood cost
         loss_ax.set_yscale("log")
     loss_ax.set_ylabel("summed over the epoch (nats" + (", log scale)" if positive else ")"))
-    loss_ax.set_title("cost per epoch: cost = complexity + likelihood (nll)")
+    loss_ax.set_title("cost per epoch")
     error_ax.set_ylabel("error (%)")
     error_ax.set_title("classification error per epoch")
     despine(loss_ax, error_ax)

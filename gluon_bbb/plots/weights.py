@@ -14,6 +14,14 @@ METHOD_LABELS = {"snr": "signal-to-noise ratio", "naive": "|mu| (naive)"}
 """Legend text of each pruning method in :func:`pruning_curve`."""
 
 
+CUTOFF_COLORS = ("#de8f05", "#029e73", "#cc78bc", "#56b4e9", "black", "#d55e00")
+"""Colours of the cutoff lines of :func:`log_snr_density` (the colorblind palette's orange, green,
+pink, sky blue, then black and vermillion): no two alike, none the curve's blue."""
+CUTOFF_STYLES = ("--", ":", "-.", (0, (6, 2, 1, 2, 1, 2)), (0, (1, 1)), (0, (10, 3)))
+"""Dash patterns of the cutoff lines, one each: with :data:`CUTOFF_COLORS`, six cutoffs differ in
+both colour and dash."""
+
+
 # ---------------------------------------------------------------------------- Fig. 3 and 4
 def _density_line(values, edges):
     """Histogram density of ``values`` over all of them (values outside the edges count)."""
@@ -72,7 +80,7 @@ def weight_densities(named_weight_arrays, ax=None, bins=200, limits=None, log_de
     return ax.figure
 
 
-def log_snr_density(snr, cutoffs=None, ax=None, bins=200):
+def log_snr_density(snr, cutoffs=None, ax=None, bins=200, lowest=0.01):
     """Density and CDF of the signal-to-noise ratio in decibels (the paper's Fig. 4).
 
     The x axis is 10 log10(abs(mu) / sigma), as in the paper. Weights with a ratio of 0 or
@@ -88,6 +96,10 @@ def log_snr_density(snr, cutoffs=None, ax=None, bins=200):
     ax : pair of matplotlib Axes, optional
         Drawn into; default a new Figure with two panels.
     bins : int, >= 1
+    lowest : float in [0, 1), optional
+        The x axis starts at this quantile of the finite ratios, so a long tail of tiny ratios
+        does not squash the part where the cutoffs lie; the x label says what is left out.
+        The density and the CDF still count every weight. 0 or None: the whole range.
 
     Returns
     -------
@@ -104,22 +116,32 @@ def log_snr_density(snr, cutoffs=None, ax=None, bins=200):
     for fraction in cutoffs:
         if isinstance(fraction, bool) or not isinstance(fraction, numbers.Real) or not 0 < fraction < 1:
             raise ValueError(f"cutoffs must be fractions in (0, 1), got {fraction!r}")
+    lowest = 0.0 if lowest is None else finite_number(lowest, "lowest")
+    if not 0 <= lowest < 1:
+        raise ValueError(f"lowest must be a fraction in [0, 1), got {lowest!r}")
     density_ax, cdf_ax = axes_for(ax, 2, figsize=(10.0, 3.8))
-    edges = np.linspace(decibels.min(), decibels.max() + 1e-9, bins + 1)
-    centers, density = _density_line(decibels, edges)
+    start = float(np.quantile(decibels, lowest)) if lowest else float(decibels.min())
+    edges = np.linspace(start, decibels.max() + 1e-9, bins + 1)
+    centers, density = _density_line(decibels, edges)  # over all weights, those left out too
     counts, _ = np.histogram(decibels, bins=edges)
-    curve_color, *cut_colors = palette(len(cutoffs) + 1)
+    curve_color = palette(1)[0]
+    cut_colors = [CUTOFF_COLORS[i % len(CUTOFF_COLORS)] for i in range(len(cutoffs))]
     density_ax.plot(centers, density, color=curve_color)
-    cdf_ax.plot(edges[1:], np.cumsum(counts) / decibels.size, color=curve_color)
+    below = np.count_nonzero(decibels < edges[0])
+    cdf_ax.plot(edges[1:], (below + np.cumsum(counts)) / decibels.size, color=curve_color)
     with np.errstate(divide="ignore"):
         positions = 10.0 * np.log10(np.quantile(snr, cutoffs)) if cutoffs else []
-    styles = ("--", ":", "-.", (0, (6, 2, 1, 2, 1, 2)))  # colour and dash: no two lines alike
     for i, (fraction, position, color) in enumerate(zip(cutoffs, positions, cut_colors)):
+        style = CUTOFF_STYLES[i % len(CUTOFF_STYLES)]
         for ax in (density_ax, cdf_ax):
-            ax.axvline(position, color=color, linestyle=styles[i % 4], label=f"{100 * fraction:g}% removed")
+            ax.axvline(position, color=color, linestyle=style, linewidth=1.6,
+                       label=f"{100 * fraction:g}% removed")
     for ax, title in ((density_ax, "signal-to-noise ratio of the weights: density"),
                       (cdf_ax, "fraction of the weights below a ratio (CDF)")):
-        ax.set_xlabel("signal-to-noise ratio (dB)")
+        ax.set_xlabel("signal-to-noise ratio (dB)" + (
+            f"\nthe lowest {100 * lowest:g}% (down to {decibels.min():.0f} dB) left of the axis"
+            if lowest else ""))
+        ax.set_xlim(edges[0], edges[-1])
         ax.set_title(title)
         if cutoffs:
             ax.legend(frameon=False)

@@ -69,21 +69,24 @@ def test_training_curves_name_the_validation_split():
     history = [{k.replace("test_error", "validation_error"): v for k, v in r.items()}
                for r in BBB_HISTORY]
     figure = plots.training_curves(history)
-    assert labels_of(figure.axes[1]) == ["train_error", "validation_error"]
+    assert labels_of(figure.axes[1]) == ["training batches, as trained", "validation set, after the epoch"]
     np.testing.assert_allclose(figure.axes[1].lines[1].get_ydata(), [25.0, 15.0])
 
 
 def test_training_curves_draw_each_key_that_is_present():
     figure = plots.training_curves(BBB_HISTORY)
     loss_ax, error_ax = figure.axes
-    assert labels_of(loss_ax) == ["loss", "nll", "complexity"]
-    assert labels_of(error_ax) == ["train_error", "test_error"]
+    assert labels_of(loss_ax) == ["free energy (loss)", "likelihood cost (nll)", "complexity cost"]
+    assert labels_of(error_ax) == ["training batches, as trained", "test set, after the epoch"]
+    assert loss_ax.lines[0].get_linestyle() == "--" and loss_ax.lines[0].get_zorder() > 2
+    assert "complexity + likelihood" not in loss_ax.get_title()  # true of a baseline's loss too
     np.testing.assert_allclose(error_ax.lines[1].get_ydata(), [25.0, 15.0])  # in percent
     np.testing.assert_allclose(loss_ax.lines[1].get_xdata(), [1, 2])
     # a baseline drawn on the same axes: only its own keys, prefixed by its label
     plots.training_curves(BASELINE_HISTORY, label="dropout", ax=figure.axes)
-    assert labels_of(loss_ax)[3:] == ["dropout: loss"]
-    assert labels_of(error_ax)[2:] == ["dropout: train_error", "dropout: test_error"]
+    assert labels_of(loss_ax)[3:] == ["dropout: free energy (loss)"]
+    assert labels_of(error_ax)[2:] == ["dropout: training batches, as trained",
+                                       "dropout: test set, after the epoch"]
     assert loss_ax.lines[3].get_color() != loss_ax.lines[0].get_color()
     assert_renders(figure)
 
@@ -138,6 +141,33 @@ def test_log_snr_density_marks_the_cutoffs_at_the_snr_quantiles():
     x = cdf_ax.lines[0].get_xdata()
     np.testing.assert_allclose(cdf[::40], [np.mean(decibels <= v) for v in x[::40]], atol=1e-3)
     assert len(plots.log_snr_density(snr).axes[0].lines) == 1
+
+
+def test_log_snr_density_cutoff_lines_differ_in_colour_and_dash():
+    snr = np.exp(np.random.default_rng(4).normal(size=5000))
+    lines = plots.log_snr_density(snr, cutoffs=[0.5, 0.75, 0.9, 0.95, 0.98, 0.99]).axes[0].lines[1:]
+    colours = [matplotlib.colors.to_hex(line.get_color()) for line in lines]
+    assert len(set(colours)) == 6
+    # each line its own dash pattern: the named ones read back, the custom ones all distinct
+    from gluon_bbb.plots.weights import CUTOFF_STYLES
+    assert [line.get_linestyle() for line in lines[:3]] == ["--", ":", "-."]
+    assert len({str(style) for style in CUTOFF_STYLES}) == len(CUTOFF_STYLES) == 6
+    assert matplotlib.colors.to_hex(plots.log_snr_density(snr).axes[0].lines[0].get_color()) not in colours
+
+
+def test_log_snr_density_starts_its_axis_at_the_lowest_quantile():
+    rng = np.random.default_rng(3)
+    decibels = np.concatenate([rng.normal(0.0, 3.0, 9900), rng.uniform(-70.0, -20.0, 100)])
+    snr = 10.0 ** (decibels / 10.0)
+    start = np.quantile(decibels, 0.02)
+    density_ax, cdf_ax = plots.log_snr_density(snr, cutoffs=[0.5], lowest=0.02).axes
+    for ax in (density_ax, cdf_ax):
+        assert ax.get_xlim()[0] == pytest.approx(start) and "lowest 2%" in ax.get_xlabel()
+    x, cdf = cdf_ax.lines[0].get_xdata(), cdf_ax.lines[0].get_ydata()
+    # the CDF still counts the weights left of the axis
+    np.testing.assert_allclose(cdf[::25], [np.mean(decibels <= v) for v in x[::25]], atol=2e-4)
+    whole = plots.log_snr_density(snr, lowest=None).axes[0]
+    assert whole.get_xlim()[0] == pytest.approx(decibels.min()) and "lowest" not in whole.get_xlabel()
 
 
 def test_pruning_curve_one_line_per_method_in_fraction_order():
@@ -196,6 +226,7 @@ def test_functions_draw_into_given_axes():
     (lambda: plots.weight_densities({"a": [1.0]}, limits=(1, 0)), ValueError, "limits"),
     (lambda: plots.log_snr_density([1.0], cutoffs=[1.0]), ValueError, "cutoffs"),
     (lambda: plots.log_snr_density([0.0]), ValueError, "snr"),
+    (lambda: plots.log_snr_density([1.0, 2.0], lowest=1.0), ValueError, "lowest"),
     (lambda: plots.pruning_curve([{"fraction": 0.5}]), ValueError, "table"),
     (lambda: plots.posterior_gaussian(0.0, 0.0), ValueError, "sigma"),
     (lambda: plots.posterior_gaussian("a", 1.0), TypeError, "mu"),
