@@ -22,10 +22,7 @@ import re
 
 import pytest
 
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
-
-from test_notebooks import NOTEBOOK_DIR, run_in_smoke_mode
+from test_notebooks import NOTEBOOK_DIR, pytestmark, read_notebook, run_in_smoke_mode  # noqa: F401
 
 #: The configuration cell of every notebook is the one code cell that reads GLUON_BBB_SMOKE.
 CONFIG = "GLUON_BBB_SMOKE"
@@ -221,7 +218,7 @@ def _id(entry):
 
 
 def _notebook(name):
-    return nbformat.read(str(NOTEBOOK_DIR / f"{name}.ipynb"), as_version=4)
+    return read_notebook(NOTEBOOK_DIR / f"{name}.ipynb")
 
 
 def exercises_cell(notebook):
@@ -322,5 +319,6 @@ def kernel_for():
 def test_the_exercise_runs_in_smoke_mode(entry, kernel_for, tmp_path, monkeypatch):
     """The exercise's change applied, the whole notebook executes in smoke mode."""
     notebook = with_edits(_notebook(entry.notebook), entry.edits)
+    import nbformat
     notebook.cells.insert(0, nbformat.v4.new_code_cell("%reset -f"))  # the previous exercise's names
     run_in_smoke_mode(notebook, tmp_path, monkeypatch, kernel_manager=kernel_for(entry.notebook))

@@ -3,18 +3,29 @@
 Notebooks read ``SMOKE = "GLUON_BBB_SMOKE" in os.environ`` in their config cell; in smoke
 mode they train for a few batches on a data subset, so the whole set runs in CI.
 """
+import importlib.util
 import json
 import pathlib
 import sys
 
 import pytest
 
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
+# nbformat and nbclient are imported where a test uses them: importing nbformat imports
+# jsonschema, whose format checks take seconds to build, in every pytest-xdist worker that
+# collects this file
+pytestmark = pytest.mark.skipif(
+    not all(importlib.util.find_spec(name) for name in ("nbformat", "nbclient")),
+    reason="needs nbformat and nbclient (pip install -e .[test])")
 
 NOTEBOOK_DIR = pathlib.Path(__file__).resolve().parent.parent / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 SMOKE_TIMEOUT_S = 300
+
+
+def read_notebook(path):
+    """The notebook at ``path``, as nbformat's version 4."""
+    import nbformat
+    return nbformat.read(str(path), as_version=4)
 
 
 def _ids(paths):
@@ -27,7 +38,7 @@ def test_notebook_folder_is_not_empty():
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
 def test_committed_without_outputs(path):
-    notebook = nbformat.read(str(path), as_version=4)
+    notebook = read_notebook(path)
     dirty = [index for index, cell in enumerate(notebook.cells)
              if cell.cell_type == "code" and (cell.get("outputs") or cell.get("execution_count"))]
     assert not dirty, f"{path.name}: cells {dirty} hold outputs or execution counts; clear them"
@@ -63,7 +74,7 @@ def test_the_install_cells_and_colab_links_follow_the_one_setting():
         assert sync.colab_url(path.name).endswith(f"/blob/{branch}/notebooks/{path.name}")
     assert f"git+{repository}@{branch}" in sync.install_cell_source()
     # the check finds a notebook whose cell went stale
-    notebook = nbformat.read(str(NOTEBOOKS[0]), as_version=4)
+    notebook = read_notebook(NOTEBOOKS[0])
     cell = next(c for c in notebook.cells if sync.TAG in c.metadata.get("tags", []))
     assert cell.source == sync.install_cell_source()
     cell.source = cell.source.replace("mxnet==1.9.1", "mxnet==1.9.0")  # a stale cell is rewritten
@@ -95,7 +106,7 @@ def test_a_notebooks_own_needs_are_installed_where_missing(monkeypatch):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
 def test_has_one_config_cell_with_smoke_switch(path):
-    notebook = nbformat.read(str(path), as_version=4)
+    notebook = read_notebook(path)
     config_cells = [cell for cell in notebook.cells
                     if cell.cell_type == "code" and "GLUON_BBB_SMOKE" in cell.source]
     assert len(config_cells) == 1, f"{path.name}: expected one config cell reading GLUON_BBB_SMOKE"
@@ -109,6 +120,7 @@ def run_in_smoke_mode(notebook, folder, monkeypatch, kernel_manager=None):
     monkeypatch.setenv("GLUON_BBB_SMOKE", "1")
     monkeypatch.setenv("MPLBACKEND", "Agg")
     monkeypatch.setenv("GLUON_BBB_DOCS", str(DOCS_DIR))  # records a notebook reads, not plays
+    import nbclient
     client = nbclient.NotebookClient(
         notebook, km=kernel_manager, timeout=SMOKE_TIMEOUT_S, kernel_name="python3",
         resources={"metadata": {"path": str(folder)}})
@@ -121,7 +133,7 @@ def run_in_smoke_mode(notebook, folder, monkeypatch, kernel_manager=None):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
 def test_runs_in_smoke_mode(path, tmp_path, monkeypatch):
-    run_in_smoke_mode(nbformat.read(str(path), as_version=4), tmp_path, monkeypatch)
+    run_in_smoke_mode(read_notebook(path), tmp_path, monkeypatch)
 
 
 #: Notebooks with a switch to the networks committed under results/ (USE_COMMITTED).
@@ -138,6 +150,7 @@ def run_on_committed_networks(notebook, monkeypatch, folder):
     for name, value in (("GLUON_BBB_SMOKE", "1"), ("GLUON_BBB_USE_COMMITTED", "1"),
                         ("GLUON_BBB_RESULTS", str(RESULTS_DIR)), ("MPLBACKEND", "Agg")):
         monkeypatch.setenv(name, value)
+    import nbclient
     nbclient.NotebookClient(notebook, timeout=SMOKE_TIMEOUT_S, kernel_name="python3",
                             resources={"metadata": {"path": str(folder)}}).execute()
     return "".join(output.get("text", "") for cell in notebook.cells
@@ -147,7 +160,7 @@ def run_on_committed_networks(notebook, monkeypatch, folder):
 @pytest.mark.parametrize("path", COMMITTED_NOTEBOOKS, ids=_ids(COMMITTED_NOTEBOOKS))
 def test_runs_on_the_committed_networks(path, tmp_path, monkeypatch):
     """The switch loads the committed 2x1200 networks (smoke mode: a subset of the test set)."""
-    printed = run_on_committed_networks(nbformat.read(str(path), as_version=4), monkeypatch,
+    printed = run_on_committed_networks(read_notebook(path), monkeypatch,
                                         tmp_path)
     assert "[1200, 1200] units" in printed  # the committed networks, not small ones trained here
 
@@ -155,7 +168,7 @@ def test_runs_on_the_committed_networks(path, tmp_path, monkeypatch):
 def test_notebook_05_prunes_the_paper_protocols_network_at_the_end_of_training(monkeypatch):
     """The configuration cell's alternative: the 600-epoch network of the paper's protocol, as it
     ended training (the network the paper's Table 2 used)."""
-    notebook = nbformat.read(str(NOTEBOOK_DIR / "05_snr_pruning.ipynb"), as_version=4)
+    notebook = read_notebook(NOTEBOOK_DIR / "05_snr_pruning.ipynb")
     config = next(cell for cell in notebook.cells
                   if cell.cell_type == "code" and "GLUON_BBB_SMOKE" in cell.source)
     for old, new in (('COMMITTED = "searched-mixture-1200-seed1"',
@@ -174,7 +187,8 @@ def test_notebook_08_reads_the_recorded_bandit_runs(tmp_path, monkeypatch):
     for name, value in (("GLUON_BBB_SMOKE", "1"), ("GLUON_BBB_USE_RECORDED", "1"),
                         ("GLUON_BBB_DOCS", str(DOCS_DIR)), ("MPLBACKEND", "Agg")):
         monkeypatch.setenv(name, value)
-    notebook = nbformat.read(str(NOTEBOOK_DIR / "08_bandit.ipynb"), as_version=4)
+    notebook = read_notebook(NOTEBOOK_DIR / "08_bandit.ipynb")
+    import nbclient
     nbclient.NotebookClient(notebook, timeout=SMOKE_TIMEOUT_S, kernel_name="python3",
                             resources={"metadata": {"path": str(tmp_path)}}).execute()
     printed = "".join(output.get("text", "") for cell in notebook.cells
@@ -193,7 +207,7 @@ def test_notebook_seeds_sets_the_seed_of_the_config_cell_only():
         "notebook_seeds", NOTEBOOK_DIR.parent / "scripts" / "notebook_seeds.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    notebook = nbformat.read(str(NOTEBOOK_DIR / "10_bayesian_rnn.ipynb"), as_version=4)
+    notebook = read_notebook(NOTEBOOK_DIR / "10_bayesian_rnn.ipynb")
     before = [cell.source for cell in notebook.cells]
     module.with_seed(notebook, 3)
     changed = [i for i, cell in enumerate(notebook.cells) if cell.source != before[i]]

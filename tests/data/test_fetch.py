@@ -630,11 +630,14 @@ def test_the_fetcher_and_the_run_lock_share_one_lock():
     assert runlock.try_lock is _locks.try_lock
 
 
-#: A process that holds the lock on the file argv[1] until its standard input closes.
+#: A process that holds the lock on the file argv[1] until its standard input closes. It runs
+#: the locks module's file argv[2] alone: importing the package would import MXNet (seconds).
 HOLD_LOCK = """
-import sys
-from gluon_bbb.io.locks import waiting_lock
-with waiting_lock(sys.argv[1]):
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("locks", sys.argv[2])
+locks = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(locks)
+with locks.waiting_lock(sys.argv[1]):
     print("locked", flush=True)
     sys.stdin.read()
 """
@@ -646,7 +649,8 @@ def held_fetch_lock(tmp_path):
     folder = tmp_path / "mnist"
     folder.mkdir()
     env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(folder / fetch.LOCK_NAME)],
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(folder / fetch.LOCK_NAME),
+                               locks.__file__],
                               env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"

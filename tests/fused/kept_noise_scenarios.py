@@ -3,12 +3,14 @@ process of their own by ``test_fused.py`` (on the engine its environment names).
 
 Usage::
 
-    python kept_noise_scenarios.py SCENARIO OUT.npz
+    python kept_noise_scenarios.py SCENARIO[,SCENARIO...] OUT.npz
 
-SCENARIO is one of :data:`SCENARIOS` (several draws in one process, as a user makes them) or
-``fresh`` (every draw of :data:`DRAWS` alone, with ``keep_eps=False``, so that nothing is
-ever kept in this process). OUT.npz holds, for each draw it checks, ``<draw>/<array>``: the
-sample w, the complexity and the gradients of mu and rho of that draw's objective.
+Each SCENARIO is one of :data:`SCENARIOS` (several draws in one process, as a user makes them),
+run one after another in the order given; OUT.npz holds, for each draw each checks,
+``<scenario>:<draw>/<array>``: the sample w, the complexity and the gradients of mu and rho of
+that draw's objective. ``fresh`` alone runs every draw of :data:`DRAWS` alone, with
+``keep_eps=False``, so that nothing is ever kept in this process; its arrays are
+``<draw>/<array>``.
 """
 import sys
 
@@ -119,5 +121,9 @@ SCENARIOS = {"same-key": same_key, "reseeded": reseeded,
 
 
 if __name__ == "__main__":
-    scenario, out = sys.argv[1:]
-    np.savez(out, **(fresh() if scenario == "fresh" else SCENARIOS[scenario]()))
+    scenarios, out = sys.argv[1:]
+    if scenarios == "fresh":
+        np.savez(out, **fresh())
+    else:
+        np.savez(out, **{f"{scenario}:{name}": value for scenario in scenarios.split(",")
+                         for name, value in SCENARIOS[scenario]().items()})

@@ -848,14 +848,15 @@ KEPT_NOISE_SCENARIOS = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                     "kept_noise_scenarios.py")
 
 
-def _run_kept_noise_scenario(scenario, folder, engine=None):
-    """Runs a scenario of kept_noise_scenarios.py in a process of its own; its arrays by name."""
+def _run_kept_noise_scenarios(scenarios, folder, engine=None):
+    """Runs scenarios of kept_noise_scenarios.py one after another in a process of their own;
+    their arrays by name."""
     env = dict(os.environ, **{fused.ENV_SWITCH: "1"})
     if engine is not None:
         env["MXNET_ENGINE_TYPE"] = engine
-    out = os.path.join(str(folder), f"{scenario}-{engine}.npz")
-    run = subprocess.run([sys.executable, KEPT_NOISE_SCENARIOS, scenario, out], env=env,
-                         capture_output=True, text=True)
+    out = os.path.join(str(folder), f"{engine}.npz")
+    run = subprocess.run([sys.executable, KEPT_NOISE_SCENARIOS, ",".join(scenarios), out],
+                         env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[-3000:]
     with np.load(out) as arrays:
         return dict(arrays)
@@ -865,7 +866,26 @@ def _run_kept_noise_scenario(scenario, folder, engine=None):
 def fresh_draws(tmp_path_factory):
     """Every draw of the scenarios alone, in a process that keeps no noise."""
     fused_or_skip()
-    return _run_kept_noise_scenario("fresh", tmp_path_factory.mktemp("fresh-draws"))
+    return _run_kept_noise_scenarios(["fresh"], tmp_path_factory.mktemp("fresh-draws"))
+
+
+KEPT_NOISE_CASES = ("same-key", "reseeded", "kept-then-not-kept", "float32-then-float64")
+
+
+@pytest.fixture(scope="module")
+def kept_noise_runs(tmp_path_factory):
+    """The arrays of every scenario run on an engine, by engine: the scenarios one after another
+    in one process per engine (a process each would cost an import of MXNet each). Each
+    scenario's draws must read their own noise whatever ran before them in the process."""
+    fused_or_skip()
+    runs = {}
+
+    def on(engine):
+        if engine not in runs:
+            runs[engine] = _run_kept_noise_scenarios(KEPT_NOISE_CASES,
+                                                     tmp_path_factory.mktemp(engine), engine)
+        return runs[engine]
+    return on
 
 
 def test_the_fresh_draws_have_the_float64_gradients(fresh_draws):
@@ -908,15 +928,17 @@ def test_the_fresh_draws_have_the_float64_gradients(fresh_draws):
 
 
 @pytest.mark.parametrize("engine", ["NaiveEngine", "ThreadedEnginePerDevice"])
-@pytest.mark.parametrize("scenario", ["same-key", "reseeded", "kept-then-not-kept",
-                                      "float32-then-float64"])
+@pytest.mark.parametrize("scenario", KEPT_NOISE_CASES)
 def test_kept_noise_is_read_only_by_the_backward_pass_of_its_own_draw(scenario, engine,
-                                                                      fresh_draws, tmp_path):
+                                                                      fresh_draws, kept_noise_runs):
     """Draws that share a key (a given one, or mx.random.seed before each of two networks of one
     shape), a draw without keep_eps after one with it, and a float32 scale-mixture draw beside a
     float64 Gaussian one of the same byte count: every draw's sample, complexity and gradients
-    are bit for bit those of the same draw alone in a process that keeps nothing."""
-    results = _run_kept_noise_scenario(scenario, tmp_path, engine)
+    are bit for bit those of the same draw alone in a process that keeps nothing, after the
+    scenarios before it ran in the same process."""
+    prefix = f"{scenario}:"
+    results = {name[len(prefix):]: value for name, value in kept_noise_runs(engine).items()
+               if name.startswith(prefix)}
     assert len(results) == 8
     for name, value in results.items():
         np.testing.assert_array_equal(value, fresh_draws[name], err_msg=name)
