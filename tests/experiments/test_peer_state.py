@@ -2,6 +2,9 @@
 (gluon_bbb.experiments.peer_state, scripts/paired_continuation.py): the same network in both
 gives the same posterior-mean and sampled outputs, given the same eps, to float32 rounding and
 equal to a float64 NumPy forward pass; the round trip is exact; bad states are named."""
+import importlib.util
+import os
+
 import mxnet as mx
 import numpy as np
 import pytest
@@ -14,13 +17,16 @@ from gluon_bbb.experiments.runners import make_bbb_trainer
 import reference as ref
 from synthetic import write_dataset
 
-torch = pytest.importorskip("torch")
+# PyTorch (the [peer] extra) and the two scripts, which import it, are loaded when the first test
+# of this file runs, not when it is collected: importing PyTorch takes seconds in every
+# pytest-xdist worker
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                reason="needs PyTorch (pip install -e .[peer])")
+torch = paired_script = peer_script = None
 
 
 def load_script(name):
     """A script of scripts/ as a module."""
-    import importlib.util
-    import os
     spec = importlib.util.spec_from_file_location(
         name, os.path.join(os.path.dirname(__file__), "..", "..", "scripts", f"{name}.py"))
     script = importlib.util.module_from_spec(spec)
@@ -28,8 +34,14 @@ def load_script(name):
     return script
 
 
-paired_script = load_script("paired_continuation")
-peer_script = load_script("peer_all_images")
+@pytest.fixture(scope="module", autouse=True)
+def scripts():
+    """PyTorch and the two scripts, as this module's globals."""
+    global torch, paired_script, peer_script
+    import torch
+    paired_script = load_script("paired_continuation")
+    peer_script = load_script("peer_all_images")
+
 
 HIDDEN = 24
 
