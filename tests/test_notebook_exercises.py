@@ -22,7 +22,7 @@ import re
 
 import pytest
 
-from test_notebooks import NOTEBOOK_DIR, pytestmark, read_notebook, run_in_smoke_mode  # noqa: F401
+from test_notebooks import NOTEBOOK_DIR, notebook_json, pytestmark, run_in_smoke_mode  # noqa: F401
 
 #: The configuration cell of every notebook is the one code cell that reads GLUON_BBB_SMOKE.
 CONFIG = "GLUON_BBB_SMOKE"
@@ -218,13 +218,13 @@ def _id(entry):
 
 
 def _notebook(name):
-    return read_notebook(NOTEBOOK_DIR / f"{name}.ipynb")
+    return notebook_json(NOTEBOOK_DIR / f"{name}.ipynb")
 
 
 def exercises_cell(notebook):
     """The numbered exercises of a notebook's "## Exercises" cell: {number: bold title}."""
-    cells = [cell.source for cell in notebook.cells
-             if cell.cell_type == "markdown" and "## Exercises" in cell.source]
+    cells = [cell["source"] for cell in notebook["cells"]
+             if cell["cell_type"] == "markdown" and "## Exercises" in cell["source"]]
     assert len(cells) == 1, "expected one markdown cell with an '## Exercises' heading"
     text = cells[0].split("## Exercises", 1)[1].split("\n## ", 1)[0]
     return {int(number): title.rstrip(".")
@@ -234,17 +234,17 @@ def exercises_cell(notebook):
 def with_edits(notebook, edits):
     """``notebook`` with ``edits`` applied; each must match exactly one place."""
     for change in edits:
-        cells = [cell for cell in notebook.cells
-                 if cell.cell_type == "code" and change.cell in cell.source]
+        cells = [cell for cell in notebook["cells"]
+                 if cell["cell_type"] == "code" and change.cell in cell["source"]]
         assert len(cells) == 1, \
             f"the snippet {change.cell!r} is in {len(cells)} code cells, not exactly one"
         cell = cells[0]
         if change.old is None:
-            cell.source = cell.source.rstrip("\n") + "\n" + change.new
+            cell["source"] = cell["source"].rstrip("\n") + "\n" + change.new
             continue
-        count = cell.source.count(change.old)
+        count = cell["source"].count(change.old)
         assert count == 1, f"{change.old!r} occurs {count} times in the cell of {change.cell!r}"
-        cell.source = cell.source.replace(change.old, change.new)
+        cell["source"] = cell["source"].replace(change.old, change.new)
     return notebook
 
 
@@ -270,8 +270,8 @@ def test_every_exercise_is_declared(name):
 def test_every_declared_edit_matches_once(entry):
     """A notebook edit that breaks a declaration fails here, without running anything."""
     notebook = _notebook(entry.notebook)
-    before = [cell.source for cell in notebook.cells]
-    after = [cell.source for cell in with_edits(notebook, entry.edits).cells]
+    before = [cell["source"] for cell in notebook["cells"]]
+    after = [cell["source"] for cell in with_edits(notebook, entry.edits)["cells"]]
     assert after != before
 
 
@@ -318,7 +318,7 @@ def kernel_for():
 @pytest.mark.parametrize("entry", _params())
 def test_the_exercise_runs_in_smoke_mode(entry, kernel_for, tmp_path, monkeypatch):
     """The exercise's change applied, the whole notebook executes in smoke mode."""
-    notebook = with_edits(_notebook(entry.notebook), entry.edits)
     import nbformat
+    notebook = nbformat.from_dict(with_edits(_notebook(entry.notebook), entry.edits))
     notebook.cells.insert(0, nbformat.v4.new_code_cell("%reset -f"))  # the previous exercise's names
     run_in_smoke_mode(notebook, tmp_path, monkeypatch, kernel_manager=kernel_for(entry.notebook))

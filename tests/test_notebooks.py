@@ -28,6 +28,17 @@ def read_notebook(path):
     return nbformat.read(str(path), as_version=4)
 
 
+def notebook_json(path):
+    """The notebook at ``path`` as plain dicts and lists, each cell's source one string (as
+    nbformat reads it), without importing nbformat: for checks of its text."""
+    with open(path, encoding="utf-8") as handle:
+        notebook = json.load(handle)
+    for cell in notebook["cells"]:
+        if isinstance(cell["source"], list):
+            cell["source"] = "".join(cell["source"])
+    return notebook
+
+
 def _ids(paths):
     return [path.name for path in paths]
 
