@@ -64,6 +64,7 @@ MODULE_TIERS = {
     "test_book.py": ("book", "real_data"),
     "test_jupyterlab.py": ("browser",),
     "test_results.py": ("real_data",),
+    "test_peer_state.py": ("peer",),
     "test_crash.py": ("slow",),
     "test_long_run.py": ("slow",),
     "test_fuzz_readers.py": ("slow",),
@@ -87,6 +88,15 @@ SLOW_TESTS = ("test_fused_path_agrees_with_the_pure_path_in_expectation",
               "test_runs_in_smoke_mode", "test_runs_on_the_committed_networks",
               "test_notebook_05_prunes_the_paper_protocols_network_at_the_end_of_training",
               "test_notebook_08_reads_the_recorded_bandit_runs")
+
+
+#: The tests that run the PyTorch peer (besides test_peer_state.py): PyTorch is installed only
+#: with the peer extra, which CI installs for Python 3.11's ``pytest --full`` alone.
+PEER_TESTS = ("test_the_pytorch_peer_resumes_bit_for_bit_and_names_a_bad_checkpoint",
+              "test_the_pytorch_peers_complexity_gradient_matches_a_float64_reference",
+              "test_the_stacked_peers_step_is_each_seeds_own_step",
+              "test_a_stacked_seed_runs_alike_alone_or_stacked_and_resumes_bit_for_bit",
+              "test_paired_continuations_run_resume_and_compare")
 
 
 _FINITE_DIFFERENCES = "test_recurrent.py::test_gradient_matches_central_differences_with_the_noise_held"
@@ -179,19 +189,13 @@ REPRESENTED = {
         "test_runlock.py::test_the_lock_is_released_when_the_holder_is_killed",
     "test_cli.py::test_python_dash_m_help":
         "test_cli.py::test_python_dash_m_exit_code_without_traceback",
-    # the PyTorch peer compiled (torch.compile, seconds of compiling): the same functions run
-    # eager in the quick tier, against the same float64 references; PyTorch is installed only
-    # where the peer's tests run (the peer extra: CI's Python 3.11, which runs --full)
-    **{f"test_all_images.py::{name}[compiled]": f"test_all_images.py::{name}[eager]"
-       for name in ("test_the_pytorch_peers_complexity_gradient_matches_a_float64_reference",
-                    "test_the_stacked_peers_step_is_each_seeds_own_step")},
 }
 
 
 #: The tiers ``pytest`` leaves out unless given ``--full`` (or a ``-m`` of its own, or the tests to
 #: run): tests of tens of seconds, the book, those that start a database server or a browser,
-#: and those whose path a quick test takes too (:data:`REPRESENTED`).
-FULL_ONLY_TIERS = ("slow", "book", "postgres", "browser", "represented")
+#: those whose path a quick test takes too (:data:`REPRESENTED`) and the PyTorch peer's.
+FULL_ONLY_TIERS = ("slow", "book", "postgres", "browser", "represented", "peer")
 
 
 def pytest_addoption(parser):
@@ -254,6 +258,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(tier)
         if item.originalname in SLOW_TESTS:
             item.add_marker("slow")
+        if item.originalname in PEER_TESTS:
+            item.add_marker("peer")
         if "postgres" in getattr(item, "fixturenames", ()):
             item.add_marker("postgres")
         if any(mark.name == "skipif" and "mnist/" in str(mark.kwargs.get("reason", ""))
