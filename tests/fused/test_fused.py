@@ -29,6 +29,7 @@ from gluon_bbb.fused import build as fused_build, optimizers as fused_optimizers
 from gluon_bbb._math import softplus
 
 from fused_paths import fused_or_skip
+import kept_noise_scenarios
 import reference as ref
 
 PRIORS = [GaussianPrior(0.3), ScaleMixturePrior(0.25, math.exp(-1), math.exp(-7))]
@@ -869,7 +870,7 @@ def fresh_draws(tmp_path_factory):
     return _run_kept_noise_scenarios(["fresh"], tmp_path_factory.mktemp("fresh-draws"))
 
 
-KEPT_NOISE_CASES = ("same-key", "reseeded", "kept-then-not-kept", "float32-then-float64")
+KEPT_NOISE_CASES = tuple(kept_noise_scenarios.SCENARIOS)
 
 
 @pytest.fixture(scope="module")
