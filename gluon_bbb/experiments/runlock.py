@@ -7,7 +7,10 @@ writes its pid in :data:`PID_FILE`. The operating system releases the lock when 
 however it ends (even by SIGKILL), so a crashed run never leaves the folder locked. While a process
 holds a folder, SIGTERM (``kill``'s default, what a scheduler or a container stop sends) stops it
 as an exception would, raising :class:`Terminated` in the main thread: the run's session is
-recorded before the process ends, with exit status 143 (128 + SIGTERM). A second writer is refused
+recorded before the process ends, with exit status 143 (128 + SIGTERM). A signal that lands inside
+MXNet's own Python code is delivered again a few milliseconds later, until it lands outside it:
+raised there, the exception could leave an object MXNet was building without the attribute its
+``__del__`` frees (an ``NDArray`` without its ``handle``). A second writer is refused
 at once with a :class:`RunFolderBusyError` naming the folder and the holder's pid. Within one
 process the lock is re-entrant (the command line holds it around ``reproduce.run``, which takes it
 too). Readers (``evaluate``, ``prune``, ``plot``, ...) take no lock: checkpoints are replaced
@@ -54,7 +57,25 @@ class Terminated(SystemExit):
     (its session record) runs, and the process exits with status 128 + SIGTERM."""
 
 
+#: Seconds after which a signal that landed inside MXNet's own code is sent again.
+REDELIVERY_DELAY = 0.005
+
+
+def _inside_mxnet(frame):
+    """Whether the Python frame a signal interrupted is MXNet's own code."""
+    return frame is not None and frame.f_globals.get("__name__", "").partition(".")[0] == "mxnet"
+
+
+def _send_again(signum):
+    timer = threading.Timer(REDELIVERY_DELAY, os.kill, (os.getpid(), signum))
+    timer.daemon = True
+    timer.start()
+
+
 def _stop(signum, frame):
+    if _inside_mxnet(frame):
+        _send_again(signum)
+        return
     raise Terminated(128 + signum)
 
 

@@ -188,3 +188,41 @@ def test_taking_the_lock_removes_only_half_written_temporary_files(tmp_path):
     with RunFolderLock(folder):
         pass
     assert set(os.listdir(folder)) - set(LOCK_FILES) == {"notes.v2.tmp"}
+
+
+def test_a_sigterm_inside_mxnets_constructor_waits_until_it_has_built_the_array(tmp_path,
+                                                                               monkeypatch):
+    """SIGTERM at the first line of ``NDArray``'s constructor (simulated there by a trace
+    function calling the handler, as the interpreter would): raised there, the half-built array's
+    ``__del__`` would report a missing ``handle``. The writer's handler sends the signal again
+    instead, and it stops the run in the caller's code, with nothing reported."""
+    from mxnet._ctypes.ndarray import NDArrayBase
+    from gluon_bbb.experiments.runlock import Terminated
+    unraisable = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    constructor = NDArrayBase.__init__.__code__
+    with RunFolderLock(tmp_path):
+        handler = signal.getsignal(signal.SIGTERM)
+        interrupted = []
+
+        def signal_at_the_constructors_first_line(frame, event, arg):
+            if event == "call" and frame.f_code is constructor and not interrupted:
+                interrupted.append(frame.f_code.co_name)
+                handler(signal.SIGTERM, frame)
+            return None
+
+        sys.settrace(signal_at_the_constructors_first_line)
+        try:
+            array = mx.nd.zeros((3,))
+        finally:
+            sys.settrace(None)
+        assert interrupted == ["__init__"]
+        assert array.shape == (3,)  # built whole
+        with pytest.raises(Terminated) as stopped:
+            for _ in range(200):  # the signal sent again arrives within milliseconds
+                time.sleep(0.01)
+        assert stopped.value.code == 128 + signal.SIGTERM
+    del array
+    import gc
+    gc.collect()
+    assert unraisable == []
