@@ -53,7 +53,10 @@ fresh=(env -u GLUON_BBB_DATA -u MXNET_HOME -u XDG_CACHE_HOME -u PYTHONPATH HOME=
 "$work/venv/bin/python" -m pip install -q "numpy>=2" matplotlib ipykernel nbclient nbformat
 paths=()
 for notebook in "${notebooks[@]}"; do paths+=("notebooks/$notebook.ipynb"); done
-"${fresh[@]}" GLUON_BBB_INSTALL_SOURCE="$PWD" GLUON_BBB_SMOKE=1 \
+# the install cell installs from a copy of the sources (its build's files land there, not in the
+# checkout, where the wheel's check and the tests may run beside it)
+bash scripts/copy_sources.sh "$work/src"
+"${fresh[@]}" GLUON_BBB_INSTALL_SOURCE="$work/src" GLUON_BBB_SMOKE=1 \
     "$work/venv/bin/python" - "${paths[@]}" <<'PY'
 import sys, time
 import nbformat

@@ -7,11 +7,8 @@ cd "$(dirname "$0")/.."
 python="${1:-python3}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-# built from a copy of the sources, so that the build's own files (build/, the egg-info) land in
-# the copy: .ci/run runs the Colab check, which installs from the checkout, at the same time
-mkdir "$work/src"
-tar -c --exclude=./.git --exclude=./results --exclude=./docs --exclude=./runs --exclude='./.venv*' \
-    --exclude=./build --exclude='*.egg-info' --exclude='__pycache__' . | tar -x -C "$work/src"
+# built from a copy of the sources: .ci/run runs the Colab check, which installs too, beside it
+bash scripts/copy_sources.sh "$work/src"
 "$python" -m pip wheel -q --no-deps -w "$work/dist" "$work/src"
 "$python" -m venv "$work/venv"
 "$work/venv/bin/python" -m pip install -q "$work"/dist/gluon_bbb-*.whl
