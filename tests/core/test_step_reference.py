@@ -21,15 +21,21 @@ from fused_paths import sampling_path  # noqa: F401  (both sampling paths)
 from synthetic import needs_mnist
 
 
-def mlp_nll_gradient(x, labels, layers):
-    """Summed softmax cross-entropy of a ReLU MLP and its gradient for each (W, b), float64."""
-    activations, h = [x], x
+def _forward(x, layers):
+    """The pre-activations of every layer of a ReLU MLP, float64."""
+    pre, h = [], x
     for k, (weight, bias) in enumerate(layers):
-        h = h @ weight.T + bias
-        if k < len(layers) - 1:
-            h = np.maximum(h, 0.0)
-        activations.append(h)
-    logits = activations[-1]
+        z = h @ weight.T + bias
+        pre.append(z)
+        h = np.maximum(z, 0.0) if k < len(layers) - 1 else z
+    return pre
+
+
+def _backward(x, labels, layers, pre, on):
+    """Summed softmax cross-entropy and its gradient for each (W, b), with the ReLU of hidden
+    layer k passing where ``on[k]`` is True."""
+    activations = [x] + [np.where(mask, z, 0.0) for z, mask in zip(pre[:-1], on)]
+    logits = pre[-1]
     probs = np.exp(logits - logits.max(axis=1, keepdims=True))
     probs /= probs.sum(axis=1, keepdims=True)
     delta = probs.copy()
@@ -38,8 +44,63 @@ def mlp_nll_gradient(x, labels, layers):
     for k in range(len(layers) - 1, -1, -1):
         grads[k] = (delta.T @ activations[k], delta.sum(axis=0))
         if k:
-            delta = (delta @ layers[k][0]) * (activations[k] > 0)
+            delta = (delta @ layers[k][0]) * on[k - 1]
     return ref.softmax_nll(logits, labels), grads
+
+
+def mlp_nll_gradient(x, labels, layers):
+    """Summed softmax cross-entropy of a ReLU MLP and its gradient for each (W, b), float64."""
+    pre = _forward(x, layers)
+    return _backward(x, labels, layers, pre, [z > 0 for z in pre[:-1]])
+
+
+#: A hidden unit's pre-activation within this fraction of the sum of its terms' magnitudes is
+#: at the ReLU's kink to float32 rounding (a float32 sum of n products is exact to about
+#: sqrt(n) x 6e-8 of it, 2e-6 for n = 1,200; at worst n x 6e-8): float32 and float64 may take
+#: opposite sides there.
+KINK = 1e-5
+#: More (example, unit) pairs at a kink than this in one minibatch of 128 x 2,400 is not
+#: rounding.
+MAX_KINKS = 100
+
+
+def kink_allowance(x, labels, layers):
+    """How far each gradient entry may move where a pre-activation lies at the ReLU's kink to
+    float32 rounding: the sum over such (example, unit) pairs of the change of the float64
+    gradient when that pair's ReLU is switched (zero almost everywhere: most minibatches have
+    no such pair).
+
+    Returns
+    -------
+    list of (numpy.ndarray, numpy.ndarray): per layer, the allowance for W and for b
+    """
+    pre = _forward(x, layers)
+    on = [z > 0 for z in pre[:-1]]
+    _, base = _backward(x, labels, layers, pre, on)
+    allowance = [(np.zeros_like(w), np.zeros_like(b)) for w, b in base]
+    h, kinks = x, []
+    for k, (weight, bias) in enumerate(layers[:-1]):
+        magnitude = np.abs(h) @ np.abs(weight).T + np.abs(bias)
+        kinks += [(k, n, j) for n, j in zip(*np.nonzero(np.abs(pre[k]) <= KINK * magnitude))]
+        h = np.maximum(pre[k], 0.0)
+    assert len(kinks) <= MAX_KINKS, f"{len(kinks)} pre-activations at the ReLU's kink"
+    for k, n, j in kinks:
+        switched = [mask.copy() for mask in on]
+        switched[k][n, j] = not switched[k][n, j]
+        _, moved = _backward(x, labels, layers, pre, switched)
+        for (aw, ab), (bw, bb), (mw, mb) in zip(allowance, base, moved):
+            aw += np.abs(mw - bw)
+            ab += np.abs(mb - bb)
+    return allowance
+
+
+def _assert_within(actual, expected, tolerance, what):
+    """|actual - expected| <= tolerance elementwise (tolerance: a scalar or an array)."""
+    excess = np.abs(actual - expected) - tolerance
+    worst = np.unravel_index(np.argmax(excess), excess.shape) if excess.ndim else ()
+    assert excess.max() <= 0, (f"{what}: {int((excess > 0).sum())} of {excess.size} entries "
+                               f"beyond tolerance; worst at {worst}: {actual[worst]} against "
+                               f"{expected[worst]}")
 
 
 def check_step(trainer, x, y, pi_i, lr):
@@ -60,22 +121,24 @@ def check_step(trainer, x, y, pi_i, lr):
     assert max(np.abs(e).max() for e in epsilons) < 7, "the sample is not mu + sigma * eps"
     prior = trainer.loss.prior
     labels = y.asnumpy().astype(int)
-    _, nll_grads = mlp_nll_gradient(x.asnumpy().astype(np.float64), labels,
-                                    list(zip(ws[0::2], ws[1::2])))
+    inputs, layers = x.asnumpy().astype(np.float64), list(zip(ws[0::2], ws[1::2]))
+    _, nll_grads = mlp_nll_gradient(inputs, labels, layers)
     nll_grads = [g for pair in nll_grads for g in pair]
-    for i, (w, rho, sigma, eps, g) in enumerate(zip(ws, rhos, sigmas, epsilons, nll_grads)):
+    kinks = [a for pair in kink_allowance(inputs, labels, layers) for a in pair]
+    for i, (w, rho, sigma, eps, g, kink) in enumerate(zip(ws, rhos, sigmas, epsilons, nll_grads,
+                                                          kinks)):
         dw = g - pi_i * ref.mixture_log_prior_gradient(w, prior.pi, prior.sigma1, prior.sigma2)
         expected = {"mu": dw, "rho": (dw * eps - pi_i / sigma) / (1 + np.exp(-rho))}
+        allowed = {"mu": kink, "rho": kink * np.abs(eps) / (1 + np.exp(-rho))}
         before = {"mu": mus[i], "rho": rho}
         params = {"mu": trainer.posterior.mus[i], "rho": trainer.posterior.rhos[i]}
         for name, param in params.items():
             scale = np.abs(expected[name]).max()
-            np.testing.assert_allclose(param.grad().asnumpy(), expected[name], rtol=0,
-                                       atol=2e-4 * scale, err_msg=f"d/d{name} of tensor {i}")
+            _assert_within(param.grad().asnumpy(), expected[name],
+                           2e-4 * scale + allowed[name], f"d/d{name} of tensor {i}")
             # plain SGD on the summed minibatch cost: theta <- theta - lr dF/dtheta
-            np.testing.assert_allclose(param.data().asnumpy(), before[name] - lr * expected[name],
-                                       rtol=0, atol=1e-6 + 2e-4 * lr * scale,
-                                       err_msg=f"update of {name} {i}")
+            _assert_within(param.data().asnumpy(), before[name] - lr * expected[name],
+                           1e-6 + lr * (2e-4 * scale + allowed[name]), f"update of {name} {i}")
     return epsilons
 
 
