@@ -58,7 +58,7 @@ class Terminated(SystemExit):
 
 
 #: Seconds after which a signal that landed inside MXNet's own code is sent again.
-REDELIVERY_DELAY = 0.005
+_REDELIVERY_DELAY = 0.005
 
 
 def _inside_mxnet(frame):
@@ -67,7 +67,7 @@ def _inside_mxnet(frame):
 
 
 def _send_again(signum):
-    timer = threading.Timer(REDELIVERY_DELAY, os.kill, (os.getpid(), signum))
+    timer = threading.Timer(_REDELIVERY_DELAY, os.kill, (os.getpid(), signum))
     timer.daemon = True
     timer.start()
 
