@@ -48,12 +48,6 @@ def _backward(x, labels, layers, pre, on):
     return ref.softmax_nll(logits, labels), grads
 
 
-def mlp_nll_gradient(x, labels, layers):
-    """Summed softmax cross-entropy of a ReLU MLP and its gradient for each (W, b), float64."""
-    pre = _forward(x, layers)
-    return _backward(x, labels, layers, pre, [z > 0 for z in pre[:-1]])
-
-
 #: A hidden unit's pre-activation within this fraction of the sum of its terms' magnitudes is
 #: at the ReLU's kink to float32 rounding (a float32 sum of n products is exact to about
 #: sqrt(n) x 6e-8 of it, 2e-6 for n = 1,200; at worst n x 6e-8): float32 and float64 may take
@@ -64,15 +58,15 @@ KINK = 1e-5
 MAX_KINKS = 100
 
 
-def kink_allowance(x, labels, layers):
-    """How far each gradient entry may move where a pre-activation lies at the ReLU's kink to
-    float32 rounding: the sum over such (example, unit) pairs of the change of the float64
-    gradient when that pair's ReLU is switched (zero almost everywhere: most minibatches have
-    no such pair).
+def mlp_nll_gradient(x, labels, layers):
+    """The gradient of the summed softmax cross-entropy of a ReLU MLP for each (W, b), float64,
+    and how far each of its entries may move where a pre-activation lies at the ReLU's kink to
+    float32 rounding: the sum over such (example, unit) pairs of the change of the gradient when
+    that pair's ReLU is switched (zero almost everywhere: most minibatches have no such pair).
 
     Returns
     -------
-    list of (numpy.ndarray, numpy.ndarray): per layer, the allowance for W and for b
+    grads, allowance : list of (numpy.ndarray, numpy.ndarray), per layer, for W and for b
     """
     pre = _forward(x, layers)
     on = [z > 0 for z in pre[:-1]]
@@ -91,7 +85,7 @@ def kink_allowance(x, labels, layers):
         for (aw, ab), (bw, bb), (mw, mb) in zip(allowance, base, moved):
             aw += np.abs(mw - bw)
             ab += np.abs(mb - bb)
-    return allowance
+    return base, allowance
 
 
 def _assert_within(actual, expected, tolerance, what):
@@ -122,9 +116,9 @@ def check_step(trainer, x, y, pi_i, lr):
     prior = trainer.loss.prior
     labels = y.asnumpy().astype(int)
     inputs, layers = x.asnumpy().astype(np.float64), list(zip(ws[0::2], ws[1::2]))
-    _, nll_grads = mlp_nll_gradient(inputs, labels, layers)
+    nll_grads, allowance = mlp_nll_gradient(inputs, labels, layers)
     nll_grads = [g for pair in nll_grads for g in pair]
-    kinks = [a for pair in kink_allowance(inputs, labels, layers) for a in pair]
+    kinks = [a for pair in allowance for a in pair]
     for i, (w, rho, sigma, eps, g, kink) in enumerate(zip(ws, rhos, sigmas, epsilons, nll_grads,
                                                           kinks)):
         dw = g - pi_i * ref.mixture_log_prior_gradient(w, prior.pi, prior.sigma1, prior.sigma2)
