@@ -318,7 +318,8 @@ def compare_table(state_dirs, last=10):
         def interval(pair):
             return "—" if pair is None else f"[{pair[0]:+.3f}, {pair[1]:+.3f}]"
 
-        lines.append(f"| {label} | **paired, {result['states']} states** | | | "
+        states = f"{result['states']} state" + ("s" if result["states"] != 1 else "")
+        lines.append(f"| {label} | **paired, {states}** | | | "
                      f"**{result['mean']:+.3f}**, 95% t interval over states "
                      f"{interval(result['interval'])}; noise only "
                      f"({result['noise_df']} df) {interval(result['noise_interval'])} |")
