@@ -22,6 +22,7 @@ again can be checked to be the same. The states themselves are not kept.
 The gluon_bbb half needs only gluon_bbb; the peer's half needs PyTorch (``pip install torch``).
 """
 import argparse
+import json
 import math
 import os
 import shlex
@@ -50,6 +51,10 @@ from gluon_bbb.io.checkpoint import read_json  # noqa: E402
 
 #: The peer's checkpoint in its run folders.
 PEER_CHECKPOINT = "checkpoint.npz"
+#: The overrides scripts/all_images.py makes itself, which its command does not repeat.
+ALL_IMAGES_SETS = ("kl_scale", "num_validation", "seed")
+#: The peer's training options, besides its width, seed and epochs, that shape its state.
+PEER_STATE_OPTIONS = ("lr", "lr_step", "pi", "neg_log_sigma1", "neg_log_sigma2")
 
 
 def peer_module():
@@ -133,15 +138,21 @@ def resolve_state(spec, hidden, subset=None, command=None):
         trainer = experiments.make_runner(config, None).trainer
         trainer.load(os.path.join(spec, FILES["bbb"]["checkpoint"]), optimizer=False)
         state, epoch = trainer_state(trainer), trainer.epoch
-        sets = [f"--set subset={config['subset']}"] if config.get("subset") else []
-        made = _command("scripts/all_images.py", config["reproduce"], seed=config["seed"],
-                        epochs=epoch, output_dir=spec) + "".join(" " + s for s in sets)
+        # every override but those scripts/all_images.py sets itself: the command trains it again
+        sets = [f"{key}={json.dumps(value)}" for key, value
+                in sorted(config.get("overrides", {}).items()) if key not in ALL_IMAGES_SETS]
+        made = " ".join([_command("scripts/all_images.py", config["reproduce"],
+                                  seed=config["seed"], epochs=epoch, output_dir=spec)]
+                        + [f"--set {shlex.quote(item)}" for item in sets])
     elif os.path.isfile(os.path.join(spec, PEER_CHECKPOINT)):
         settings = read_json(os.path.join(spec, CONFIG), "a peer configuration")
         state, epoch = read_state(os.path.join(spec, PEER_CHECKPOINT), widths)
         stacked = "stacked_with" in settings
+        # every option that shapes the state, defaults included: the command trains it again
+        # whatever the script's defaults become
+        shaping = {key: settings.get(key) for key in PEER_STATE_OPTIONS}
         made = _command(f"scripts/peer_all_images{'_stacked' if stacked else ''}.py",
-                        hidden=settings.get("hidden"), epochs=epoch,
+                        hidden=settings.get("hidden"), epochs=epoch, **shaping,
                         subset=settings.get("subset"), output_dir=spec,
                         **({"seeds": settings.get("seed"), "device": settings.get("device")}
                            if stacked else {"seed": settings.get("seed")}))

@@ -4,6 +4,7 @@ bit for bit, a folder of another continuation is refused, and the comparison's a
 equals a hand computation from the records."""
 import json
 import math
+import shlex
 
 import mxnet as mx
 import numpy as np
@@ -217,3 +218,33 @@ def test_paired_continuations_run_resume_and_compare(tmp_path, tiny_data, capsys
         assert f"| {label} | whole (0) |" in table
     assert script.main(["compare", str(whole), str(whole)]) == 2  # the same state twice
     assert script.main(["compare", str(tmp_path / "parts" / "peer-s0")]) == 2
+
+
+def test_a_run_folders_recorded_command_trains_its_state_again(tmp_path, tiny_data, monkeypatch):
+    """What a continuation records as the command that trains its state again, run again into
+    another folder, makes the same state bit for bit, for both implementations' run folders:
+    every option that shapes the state (a rate, a drop, a prior, a width) is in it."""
+    pytest.importorskip("torch")  # the peer's half (the [peer] extra)
+    script = load_script("paired_continuation")
+    monkeypatch.setenv("GLUON_BBB_DATA", tiny_data)
+    scripts = {"scripts/peer_all_images.py": load_script("peer_all_images"),
+               "scripts/all_images.py": load_script("all_images")}
+    # each run on the command line, then on what its state's record says
+    made = {
+        "peer": ["scripts/peer_all_images.py", "--hidden", "8", "--seed", "2", "--epochs", "2",
+                 "--lr", "2e-3", "--lr-step", "2", "--pi", "0.5", "--neg-log-sigma2", "6"],
+        "gluon_bbb": ["scripts/all_images.py", "bbb-mixture-400-paper", "--seed", "2",
+                      "--epochs", "2", "--set", "hidden=[8, 8]", "--set", "lr=0.002",
+                      "--set", "pi=0.5"]}
+    quiet = {"peer": ["--mc-samples", "2", "--eager", "--threads", "1"],
+             "gluon_bbb": ["--mc-samples", "2"]}
+    for name, words in made.items():
+        first = tmp_path / f"{name}-first"
+        scripts[words[0]].main(words[1:] + ["--output-dir", str(first)] + quiet[name])
+        state = script.resolve_state(str(first), 8)
+        again = shlex.split(state["command"])
+        assert again[:2] == ["python", words[0]] and again.count("--output-dir") == 1
+        again[again.index("--output-dir") + 1] = str(tmp_path / f"{name}-again")
+        scripts[words[0]].main(again[2:] + quiet[name])
+        assert script.resolve_state(str(tmp_path / f"{name}-again"), 8)["sha256"] == \
+            state["sha256"], (name, state["command"])
