@@ -4,6 +4,7 @@ bit for bit, a folder of another continuation is refused, and the comparison's a
 equals a hand computation from the records."""
 import json
 import math
+import pathlib
 import shlex
 
 import mxnet as mx
@@ -248,3 +249,22 @@ def test_a_run_folders_recorded_command_trains_its_state_again(tmp_path, tiny_da
         scripts[words[0]].main(again[2:] + quiet[name])
         assert script.resolve_state(str(tmp_path / f"{name}-again"), 8)["sha256"] == \
             state["sha256"], (name, state["command"])
+
+
+#: The paired experiment's committed records (issue 62), one folder per experiment and state.
+PAIRED_RECORDS = pathlib.Path(__file__).resolve().parents[2] / "results" / "paired"
+LONG_PROTOCOL = PAIRED_RECORDS.parents[1] / "docs" / "results" / "long-protocol.md"
+
+
+@pytest.mark.parametrize("experiment", ["before-drop-400", "after-drop-400"])
+def test_the_paired_tables_in_the_docs_are_the_committed_records(experiment):
+    """docs/results/long-protocol.md quotes ``compare``'s table of each experiment's committed
+    records line for line: no state left out, no number from elsewhere."""
+    script = load_script("paired_continuation")
+    states = sorted(str(path) for path in (PAIRED_RECORDS / experiment).iterdir()
+                    if path.is_dir())
+    lines = script.compare_table(states).splitlines()
+    assert any(f"paired, {len(states)} state" in line for line in lines)
+    page = LONG_PROTOCOL.read_text()
+    missing = [line for line in lines if line.strip() and line not in page]
+    assert not missing, missing
