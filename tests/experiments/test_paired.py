@@ -251,7 +251,7 @@ def test_a_run_folders_recorded_command_trains_its_state_again(tmp_path, tiny_da
             state["sha256"], (name, state["command"])
 
 
-#: The paired experiment's committed records (issue 62), one folder per experiment and state.
+#: The paired experiment's committed records, one folder per experiment and state.
 PAIRED_RECORDS = pathlib.Path(__file__).resolve().parents[2] / "results" / "paired"
 LONG_PROTOCOL = PAIRED_RECORDS.parents[1] / "docs" / "results" / "long-protocol.md"
 
